@@ -1,0 +1,152 @@
+// Package hotparam enforces hot-parameter flow control: a limit per value of a request parameter
+// (a token bucket, uniform queueing, or a concurrency limit), with per-value exceptions, in
+// bounded memory.
+package hotparam
+
+import (
+	"context"
+	"time"
+)
+
+// Grade is what a rule limits: tokens per duration, or requests in flight.
+type Grade uint8
+
+const (
+	QPS Grade = iota
+	Concurrency
+)
+
+// Behavior is what a QPS rule does with a request over the limit.
+type Behavior uint8
+
+const (
+	// Reject blocks at once (a token bucket).
+	Reject Behavior = iota
+	// Throttle spaces the requests of one value Duration/Count apart and makes a request wait
+	// for its slot, up to MaxQueueingTime.
+	Throttle
+)
+
+// Defaults applied by New when a rule leaves the field zero.
+const (
+	DefaultLease    = 60 * time.Second
+	DefaultCapacity = 100000
+)
+
+// Rule limits each value of one param of one resource.
+type Rule struct {
+	Resource        string
+	Param           string
+	Grade           Grade
+	Count           int64         // QPS: tokens per Duration; Concurrency: most in flight per value
+	Duration        time.Duration // QPS: the refill period of Count tokens
+	Burst           int64         // QPS: extra bucket capacity
+	Behavior        Behavior      // QPS only
+	MaxQueueingTime time.Duration // Throttle: longest wait
+	Items           map[string]int64 // per-value exceptions to Count
+	Lease           time.Duration // Concurrency: an acquire never released is freed after this
+	Capacity        int           // most distinct values tracked at once
+	Refund          bool          // QPS: Release entries give tokens back
+	Cluster         bool          // state kept in the shared store (Remote)
+	Shadow          bool          // evaluated and reported, never blocks
+}
+
+// Param is a request parameter and its values; a request passes a rule only if every value does.
+type Param struct {
+	Name   string
+	Values []string
+}
+
+// Entry is one thing to check: a resource with its params, asking for Hits tokens.
+type Entry struct {
+	Resource string
+	Params   []Param
+	Hits     int64 // tokens asked; 0 means 1
+	// Release marks negative hits: it gives back concurrency, and tokens on Refund rules; other
+	// rules ignore it. A release never blocks.
+	Release bool
+}
+
+// CheckOptions tune one Check.
+type CheckOptions struct {
+	// Deadline, when not zero, is the latest instant a throttled request may be answered: a
+	// request whose wait ends after it is blocked at once and consumes nothing.
+	Deadline time.Time
+	// SkipConcurrency leaves concurrency rules out (callers with no completion signal).
+	SkipConcurrency bool
+}
+
+// Reason says why a rule blocked.
+type Reason uint8
+
+const (
+	ReasonNone        Reason = iota
+	ReasonQPS                // token bucket empty, or the request asks more than its capacity
+	ReasonThrottle           // the wait would exceed MaxQueueingTime or the deadline
+	ReasonConcurrency        // too many in flight
+)
+
+// Block describes the rule and value that blocked (or, for shadow rules, would have).
+type Block struct {
+	Entry      int // index into the entries given to Check
+	Rule       int // index into the rules given to New
+	Param      string
+	Value      string
+	Reason     Reason
+	RetryAfter time.Duration // until this request's tokens would be available
+}
+
+// Status is the tightest limit that applied to one entry, for rate-limit headers.
+type Status struct {
+	Rule       int // -1 when no rule applied
+	Limit      int64
+	Duration   time.Duration
+	Remaining  int64         // whole tokens (or free slots) left after this request
+	ResetAfter time.Duration // until the value's bucket is full again
+	RetryAfter time.Duration // when blocked: until this request's tokens would be available
+}
+
+// Decision is the outcome of one Check.
+type Decision struct {
+	Allowed bool
+	Wait    time.Duration // throttle: hold the answer this long before letting it through
+	Block   Block         // when !Allowed: the first rule and value that blocked
+	// ShadowBlocked reports that a shadow rule would have blocked; Shadow says which.
+	ShadowBlocked bool
+	Shadow        Block
+}
+
+// Remote keeps the state of Cluster rules in a store shared by replicas.
+type Remote interface {
+	// TODO(cluster): defined with the Redis store.
+}
+
+// Options configure a Limiter.
+type Options struct {
+	Remote Remote // state of Cluster rules; nil means every rule is local
+}
+
+// RuleStats are counters of one rule.
+type RuleStats struct {
+	Rule      int
+	Tracked   int    // values tracked now
+	Evictions uint64 // values evicted to stay within Capacity
+}
+
+// TopValue is one value's counts in the recent window.
+type TopValue struct {
+	Value   string
+	Passed  uint64
+	Blocked uint64
+}
+
+// RuleTop lists a rule's busiest values.
+type RuleTop struct {
+	Rule      int
+	Resource  string
+	Param     string
+	ByPassed  []TopValue
+	ByBlocked []TopValue
+}
+
+var _ = context.Background
