@@ -38,17 +38,17 @@ type Rule struct {
 	Resource        string
 	Param           string
 	Grade           Grade
-	Count           int64         // QPS: tokens per Duration; Concurrency: most in flight per value
-	Duration        time.Duration // QPS: the refill period of Count tokens
-	Burst           int64         // QPS: extra bucket capacity
-	Behavior        Behavior      // QPS only
-	MaxQueueingTime time.Duration // Throttle: longest wait
+	Count           int64            // QPS: tokens per Duration; Concurrency: most in flight per value
+	Duration        time.Duration    // QPS: the refill period of Count tokens
+	Burst           int64            // QPS: extra bucket capacity
+	Behavior        Behavior         // QPS only
+	MaxQueueingTime time.Duration    // Throttle: longest wait
 	Items           map[string]int64 // per-value exceptions to Count
-	Lease           time.Duration // Concurrency: an acquire never released is freed after this
-	Capacity        int           // most distinct values tracked at once
-	Refund          bool          // QPS: Release entries give tokens back
-	Cluster         bool          // state kept in the shared store (Remote)
-	Shadow          bool          // evaluated and reported, never blocks
+	Lease           time.Duration    // Concurrency: an acquire never released is freed after this
+	Capacity        int              // most distinct values tracked at once
+	Refund          bool             // QPS: Release entries give tokens back
+	Cluster         bool             // state kept in the shared store (Remote)
+	Shadow          bool             // evaluated and reported, never blocks
 }
 
 // Param is a request parameter and its values; a request passes a rule only if every value does.
@@ -116,14 +116,59 @@ type Decision struct {
 	Shadow        Block
 }
 
-// Remote keeps the state of Cluster rules in a store shared by replicas.
-type Remote interface {
-	// TODO(cluster): defined with the Redis store.
+// RemoteOp is one value's check of one Cluster rule in the shared store.
+type RemoteOp struct {
+	RuleID   string // stable identity of the rule (kept across reloads that keep its state)
+	Value    string
+	Grade    Grade
+	Behavior Behavior
+	Count    int64 // the limit for this value (an exception item applied)
+	Burst    int64
+	Duration time.Duration
+	// MaxWait is the longest a throttled request may wait: the rule's MaxQueueingTime, cut to
+	// the caller's deadline.
+	MaxWait time.Duration
+	Lease   time.Duration
+	Hits    int64 // >= 1
+	Release bool  // give back (concurrency; tokens when Refund)
+	Refund  bool
+	Shadow  bool // evaluated and reported, never blocks the others
 }
+
+// RemoteResult is the store's answer for one RemoteOp.
+type RemoteResult struct {
+	Allowed    bool
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+	Wait       time.Duration // throttle
+}
+
+// Remote keeps the state of Cluster rules in a store shared by replicas, with the store's own
+// clock.
+type Remote interface {
+	// Eval checks ops atomically, all or nothing: unless every op that is not Shadow is
+	// allowed, nothing is consumed. res has len(ops) elements and is filled in. An error means
+	// the store could not answer (the caller applies its fallback); nothing was consumed.
+	Eval(ctx context.Context, ops []RemoteOp, res []RemoteResult) error
+}
+
+// Fallback is what a Cluster rule does when the Remote fails.
+type Fallback uint8
+
+const (
+	// FallbackLocal enforces the rule on this replica's own state (Sentinel's
+	// fallbackToLocalWhenFail), its counts divided by Options.Replicas.
+	FallbackLocal Fallback = iota
+	FallbackAllow
+	FallbackDeny
+)
 
 // Options configure a Limiter.
 type Options struct {
-	Remote Remote // state of Cluster rules; nil means every rule is local
+	Remote   Remote // state of Cluster rules; nil means every rule is local
+	Fallback Fallback
+	Replicas int // FallbackLocal divides counts by this; 0 or 1 means no division
 }
 
 // RuleStats are counters of one rule.
@@ -148,5 +193,3 @@ type RuleTop struct {
 	ByPassed  []TopValue
 	ByBlocked []TopValue
 }
-
-var _ = context.Background
