@@ -1,0 +1,271 @@
+// Package admin serves the service's admin HTTP endpoints: health, readiness, metrics, the rules
+// in force and the busiest parameter values.
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// DefaultTopN is the number of values /hot lists per rule when the request does not say.
+const DefaultTopN = 10
+
+// MaxTopN is the most values /hot lists per rule.
+const MaxTopN = 1000
+
+// Options say where the handler gets what it shows. Every field may be nil: the endpoint that
+// needs it then answers 404 (Metrics, Rules, Top) or 503 (Ready).
+type Options struct {
+	// Ready reports whether the service is ready to take traffic.
+	Ready func() bool
+	// Metrics serves /metrics.
+	Metrics http.Handler
+	// Rules returns the rules in force.
+	Rules func() *rulestore.Set
+	// LastError returns the last rejected load of the rules file, or nil.
+	LastError func() *rulestore.LoadError
+	// Top returns the n busiest values of each hot-param rule.
+	Top func(n int) []hotparam.RuleTop
+}
+
+// New returns the admin handler. It is safe for concurrent use.
+func New(opts Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if opts.Ready == nil || !opts.Ready() {
+			writeText(w, http.StatusServiceUnavailable, "not ready\n")
+			return
+		}
+		writeText(w, http.StatusOK, "ready\n")
+	})
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	if opts.Rules != nil {
+		mux.HandleFunc("GET /rules", func(w http.ResponseWriter, r *http.Request) {
+			var last *rulestore.LoadError
+			if opts.LastError != nil {
+				last = opts.LastError()
+			}
+			writeJSON(w, http.StatusOK, rulesView(opts.Rules(), last))
+		})
+	}
+	if opts.Top != nil {
+		mux.HandleFunc("GET /hot", func(w http.ResponseWriter, r *http.Request) {
+			n := DefaultTopN
+			if s := r.URL.Query().Get("n"); s != "" {
+				v, err := strconv.Atoi(s)
+				if err != nil || v < 1 || v > MaxTopN {
+					writeJSON(w, http.StatusBadRequest, errorBody{
+						Error: "n must be an integer from 1 to " + strconv.Itoa(MaxTopN),
+					})
+					return
+				}
+				n = v
+			}
+			writeJSON(w, http.StatusOK, hotView(opts.Top(n), n))
+		})
+	}
+	return mux
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeText(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		writeText(w, http.StatusInternalServerError, "cannot encode response: "+err.Error()+"\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// Rules is the body of /rules.
+type Rules struct {
+	Version   uint64          `json:"version"`
+	LoadedAt  *time.Time      `json:"loaded_at"` // null before any load
+	File      string          `json:"file"`
+	LastError *LastError      `json:"last_error"` // null when the last load was applied
+	Authority []AuthorityRule `json:"authority"`
+	ParamFlow []ParamRule     `json:"param_flow"`
+}
+
+// LastError is the last rejected load.
+type LastError struct {
+	Time    time.Time `json:"time"`
+	Message string    `json:"message"`
+}
+
+// AuthorityRule is an authority rule as the rules file spells it.
+type AuthorityRule struct {
+	Resource      string   `json:"resource"`
+	Strategy      string   `json:"strategy"`
+	Origins       []string `json:"origins"`
+	MissingOrigin string   `json:"missing_origin"`
+}
+
+// ParamRule is a hot-param rule as the rules file spells it.
+type ParamRule struct {
+	Resource        string           `json:"resource"`
+	Param           string           `json:"param"`
+	Grade           string           `json:"grade"`
+	Count           int64            `json:"count"`
+	Duration        string           `json:"duration,omitempty"`
+	Burst           int64            `json:"burst,omitempty"`
+	Behavior        string           `json:"behavior,omitempty"`
+	MaxQueueingTime string           `json:"max_queueing_time,omitempty"`
+	Items           map[string]int64 `json:"items,omitempty"`
+	Lease           string           `json:"lease,omitempty"`
+	Capacity        int              `json:"capacity,omitempty"`
+	Refund          bool             `json:"refund"`
+	Cluster         bool             `json:"cluster"`
+	Shadow          bool             `json:"shadow"`
+}
+
+func rulesView(set *rulestore.Set, last *rulestore.LoadError) Rules {
+	v := Rules{Authority: []AuthorityRule{}, ParamFlow: []ParamRule{}}
+	if last != nil {
+		v.LastError = &LastError{Time: last.Time, Message: last.Message}
+	}
+	if set == nil {
+		return v
+	}
+	v.Version = set.Version
+	v.File = set.File
+	if !set.LoadedAt.IsZero() {
+		t := set.LoadedAt
+		v.LoadedAt = &t
+	}
+	for _, r := range set.Rules.Authority {
+		v.Authority = append(v.Authority, authorityView(r))
+	}
+	for _, r := range set.Rules.ParamFlow {
+		v.ParamFlow = append(v.ParamFlow, paramView(r))
+	}
+	return v
+}
+
+func authorityView(r authority.Rule) AuthorityRule {
+	v := AuthorityRule{
+		Resource:      r.Resource,
+		Strategy:      "white",
+		Origins:       r.Origins,
+		MissingOrigin: "deny",
+	}
+	if v.Origins == nil {
+		v.Origins = []string{}
+	}
+	if r.Strategy == authority.Black {
+		v.Strategy = "black"
+		v.MissingOrigin = "allow"
+	}
+	switch r.MissingOrigin {
+	case authority.MissingDeny:
+		v.MissingOrigin = "deny"
+	case authority.MissingAllow:
+		v.MissingOrigin = "allow"
+	}
+	return v
+}
+
+func paramView(r hotparam.Rule) ParamRule {
+	v := ParamRule{
+		Resource: r.Resource,
+		Param:    r.Param,
+		Count:    r.Count,
+		Items:    r.Items,
+		Capacity: r.Capacity,
+		Refund:   r.Refund,
+		Cluster:  r.Cluster,
+		Shadow:   r.Shadow,
+	}
+	if r.Grade == hotparam.Concurrency {
+		v.Grade = "concurrency"
+		v.Lease = durationString(r.Lease)
+		return v
+	}
+	v.Grade = "qps"
+	v.Duration = durationString(r.Duration)
+	v.Burst = r.Burst
+	v.Behavior = "reject"
+	if r.Behavior == hotparam.Throttle {
+		v.Behavior = "throttle"
+		v.MaxQueueingTime = r.MaxQueueingTime.String()
+	}
+	return v
+}
+
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// Hot is the body of /hot.
+type Hot struct {
+	N     int       `json:"n"`
+	Rules []HotRule `json:"rules"`
+}
+
+// HotRule is one rule's busiest values.
+type HotRule struct {
+	Rule      int        `json:"rule"`
+	Resource  string     `json:"resource"`
+	Param     string     `json:"param"`
+	ByPassed  []HotValue `json:"by_passed"`
+	ByBlocked []HotValue `json:"by_blocked"`
+}
+
+// HotValue is one value's counts in the recent window.
+type HotValue struct {
+	Value   string `json:"value"`
+	Passed  uint64 `json:"passed"`
+	Blocked uint64 `json:"blocked"`
+}
+
+func hotView(top []hotparam.RuleTop, n int) Hot {
+	v := Hot{N: n, Rules: make([]HotRule, 0, len(top))}
+	for _, t := range top {
+		v.Rules = append(v.Rules, HotRule{
+			Rule:      t.Rule,
+			Resource:  t.Resource,
+			Param:     t.Param,
+			ByPassed:  hotValues(t.ByPassed, n),
+			ByBlocked: hotValues(t.ByBlocked, n),
+		})
+	}
+	return v
+}
+
+func hotValues(in []hotparam.TopValue, n int) []HotValue {
+	if len(in) > n {
+		in = in[:n]
+	}
+	out := make([]HotValue, len(in))
+	for i, t := range in {
+		out[i] = HotValue{Value: t.Value, Passed: t.Passed, Blocked: t.Blocked}
+	}
+	return out
+}
