@@ -3,7 +3,6 @@
 package rulestore
 
 import (
-	"context"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
@@ -14,6 +13,10 @@ import (
 type Rules struct {
 	Authority []authority.Rule
 	ParamFlow []hotparam.Rule
+	// Warnings are notes about valid rules that the operator should see at load, formatted like
+	// a ValidationError: for example, that a concurrency rule applies only to ShouldRateLimit
+	// calls (ConcurrencyWarning).
+	Warnings []string
 }
 
 // ParseOptions tune parsing.
@@ -34,19 +37,61 @@ type ValidationError struct {
 	Reason   string
 }
 
-func (e *ValidationError) Error() string { panic("TODO") }
-
 // Errors is every problem found in one file.
 type Errors []*ValidationError
 
-func (e Errors) Error() string { panic("TODO") }
-
 // Parse decodes and validates data, read from file (used in messages and to tell the format by
-// extension when the content does not).
-func Parse(file string, data []byte, opts ParseOptions) (Rules, error) { panic("TODO") }
+// extension when the content does not). It checks the whole file and returns every problem as
+// Errors (each a *ValidationError), or the rules with no error. An empty file is an empty rule
+// set.
+//
+// A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
+// is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the
+// wrong type is an error that names the field.
+//
+// The format is told by the shape of the top level:
+//
+//   - A mapping with the keys authority and param_flow (both optional) is the native format of
+//     the design's "Rules file". Durations are Go duration strings ("1s", "500ms").
+//   - A list is a list of Sentinel rules, as Sentinel's datasources store them: an element
+//     with a strategy field is an authority rule (resource, limitApp, strategy), any other a
+//     param-flow rule (resource, limitApp, grade, paramIdx, count, controlBehavior,
+//     durationInSec, burstCount, maxQueueingTimeMs, paramFlowItemList, clusterMode,
+//     clusterConfig).
+//   - A mapping with the key paramFlowRules or authorityRules (each a list of Sentinel rules of
+//     that kind) is Sentinel's format too.
+//
+// In Sentinel's format, grade is 1 (QPS, the default) or 0 (concurrency), controlBehavior 0
+// (reject) or 2 (throttle), strategy 0 (white) or 1 (black) and required; durationInSec is in
+// whole seconds (default 1) and maxQueueingTimeMs in milliseconds. paramIdx names the param
+// ParamNames[paramIdx], counting from the end when negative, as Sentinel does; out of range is
+// an error. A param-flow rule's limitApp must be "default" or empty (it applies to every
+// origin); an authority rule's limitApp is a comma-separated list of origins whose entries are
+// trimmed of spaces. count may be written as a float but must be whole. An item's object must
+// be a value of its classType. clusterConfig is accepted and ignored (with a warning). Errors
+// in Sentinel rules are still reported under the sections "authority" and "param_flow", with
+// Index the rule's position in the list it was read from, and Field the Sentinel field name.
+//
+// Defaults: duration 1s, grade qps, behavior reject; strategy and count are required. A field
+// that does not apply to a rule's grade or behaviour is an error when it is given a non-zero
+// value, and accepted when zero (so a template listing every field parses): throttle, burst or
+// refund on a concurrency rule (such rules always release on negative hits), lease on a qps
+// rule, max_queueing_time on a reject rule, burst on a throttle rule.
+//
+// Every valid concurrency rule adds ConcurrencyWarning to Rules.Warnings.
+func Parse(file string, data []byte, opts ParseOptions) (Rules, error) {
+	return parse(file, data, opts)
+}
 
-// Load reads and parses path.
-func Load(path string, opts ParseOptions) (Rules, error) { panic("TODO") }
+// Load reads and parses path. A file that cannot be read (missing, or larger than MaxFileSize)
+// is an error wrapping the cause, so errors.Is(err, fs.ErrNotExist) works.
+func Load(path string, opts ParseOptions) (Rules, error) {
+	data, err := load(path)
+	if err != nil {
+		return Rules{}, err
+	}
+	return Parse(path, data, opts)
+}
 
 // Set is one compiled, immutable generation of rules.
 type Set struct {
@@ -71,6 +116,8 @@ type Event struct {
 	Applied bool
 	Err     error
 	Rules   int // rules in force after the load
+	// Warnings are the applied rules' warnings (Rules.Warnings); nil when not Applied.
+	Warnings []string
 }
 
 // Options configure a Store.
@@ -81,23 +128,10 @@ type Options struct {
 	Limiter  hotparam.Options
 	OnLoad   func(Event)      // called after every load attempt; may be nil
 	Now      func() time.Time // the clock for LoadedAt; nil means time.Now
+	// Debounce is how long Run waits after the last change event of a burst before it
+	// reloads; 0 means DefaultDebounce.
+	Debounce time.Duration
 }
 
-// Store holds the rules in force. It is safe for concurrent use.
-type Store struct{}
-
-// New loads the rules once. A file that fails to load is an error here (there is no last good
-// set yet), unless it is missing and Optional.
-func New(opts Options) (*Store, error) { panic("TODO") }
-
-// Current returns the rules in force; never nil.
-func (s *Store) Current() *Set { panic("TODO") }
-
-// Reload loads the file again; on failure the rules in force stay and the error is recorded.
-func (s *Store) Reload() error { panic("TODO") }
-
-// LastError returns the last rejected load, or nil.
-func (s *Store) LastError() *LoadError { panic("TODO") }
-
-// Run watches the file and reloads it on change until ctx ends.
-func (s *Store) Run(ctx context.Context) error { panic("TODO") }
+// DefaultDebounce is the Debounce used when Options leaves it zero.
+const DefaultDebounce = 100 * time.Millisecond

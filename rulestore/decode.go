@@ -1,0 +1,233 @@
+package rulestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// member is one key of a JSON object and its raw value, in file order.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+var errNotObject = errors.New("not an object")
+
+// members splits a JSON object into its keys and values, keeping their order and duplicates.
+func members(raw json.RawMessage) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, errNotObject
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{name: name, value: v})
+	}
+	return ms, nil
+}
+
+// isNull reports whether raw is the JSON null (an empty YAML value).
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// decodeStrict decodes the object raw into the struct *dst field by field, by exact json tag.
+// Every unknown, duplicate or mistyped field is reported through add with prefix before its
+// name; a null value counts as absent. It returns the fields that were given.
+func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
+	ms, err := members(raw)
+	if err != nil {
+		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", jsonKind(raw))
+		return map[string]bool{}
+	}
+	return decodeMembers(ms, dst, prefix, add)
+}
+
+// decodeMembers is decodeStrict for an object already split into members.
+func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
+	given := make(map[string]bool)
+	v := reflect.ValueOf(dst).Elem()
+	t := v.Type()
+	index := make(map[string]int, t.NumField())
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		index[name] = i
+		names = append(names, name)
+	}
+	seen := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		if seen[m.name] {
+			add(prefix+m.name, "duplicate field")
+			continue
+		}
+		seen[m.name] = true
+		i, ok := index[m.name]
+		if !ok {
+			add(prefix+m.name, "unknown field%s", suggest(m.name, names))
+			continue
+		}
+		if isNull(m.value) {
+			continue
+		}
+		if err := json.Unmarshal(m.value, v.Field(i).Addr().Interface()); err != nil {
+			add(prefix+m.name, "%s", typeReason(err, t.Field(i).Type, m.value))
+			continue
+		}
+		given[m.name] = true
+	}
+	return given
+}
+
+// suggest returns ` (did you mean "x"?)` for the known name closest to name, if one is close.
+func suggest(name string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if strings.EqualFold(k, name) {
+			return fmt.Sprintf(" (did you mean %q?)", k)
+		}
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return fmt.Sprintf(" (known fields: %s)", strings.Join(known, ", "))
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// typeReason words a decoding error of one field whose Go type is t.
+func typeReason(err error, t reflect.Type, raw json.RawMessage) string {
+	var se scalarError
+	if errors.As(err, &se) {
+		return string(se)
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	want := "a valid value"
+	switch t.Kind() {
+	case reflect.String:
+		want = "a string"
+	case reflect.Int, reflect.Int64:
+		want = "a whole number"
+	case reflect.Float64:
+		want = "a number"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Slice:
+		want = "a list"
+	}
+	return fmt.Sprintf("must be %s, got %s", want, jsonKind(raw))
+}
+
+// jsonKind describes a JSON value for messages: "a list", "a mapping", or the value itself when
+// it is short.
+func jsonKind(raw json.RawMessage) string {
+	s := strings.TrimSpace(string(raw))
+	switch {
+	case s == "":
+		return "nothing"
+	case s[0] == '[':
+		return "a list"
+	case s[0] == '{':
+		return "a mapping"
+	case len(s) > 40:
+		return s[:37] + "..."
+	}
+	return s
+}
+
+// scalar is a string that may be written as a number or a boolean too (YAML reads an unquoted
+// 4343433 as a number; it is the text that matters).
+type scalar string
+
+type scalarError string
+
+func (e scalarError) Error() string { return string(e) }
+
+// UnmarshalJSON accepts a string, a number or a boolean.
+func (s *scalar) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return scalarError("must be a string or a number")
+	}
+	switch b[0] {
+	case '"':
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = scalar(v)
+		return nil
+	case '[', '{':
+		return scalarError("must be a string or a number, got " + jsonKind(b))
+	}
+	*s = scalar(b) // a number, true or false: its text
+	return nil
+}
+
+// duration parses a Go duration string given for field; given reports whether it was given.
+func duration(text string, given bool, field string, add func(field, format string, args ...any)) (time.Duration, bool) {
+	if !given {
+		return 0, true
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil {
+		add(field, "must be a Go duration such as \"1s\" or \"500ms\", got %q", text)
+		return 0, false
+	}
+	return d, true
+}
+
+// wholeNumber converts a float read from Sentinel's JSON to an int64, if it is whole and in
+// range.
+func wholeNumber(f float64) (int64, bool) {
+	if f != f || f < -(1<<62) || f > 1<<62 || f != float64(int64(f)) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// formatNumber writes f without an exponent or trailing zeros.
+func formatNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -1,0 +1,313 @@
+package rulestore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// The sections of the native format.
+const (
+	sectionAuthority = "authority"
+	sectionParamFlow = "param_flow"
+)
+
+// nativeFile is the top level of the native format.
+type nativeFile struct {
+	Authority json.RawMessage `json:"authority"`
+	ParamFlow json.RawMessage `json:"param_flow"`
+}
+
+// authorityDoc is one authority rule as written.
+type authorityDoc struct {
+	Resource      string   `json:"resource"`
+	Strategy      string   `json:"strategy"`
+	Origins       []scalar `json:"origins"`
+	MissingOrigin string   `json:"missing_origin"`
+}
+
+// paramFlowDoc is one param-flow rule as written.
+type paramFlowDoc struct {
+	Resource        string            `json:"resource"`
+	Param           string            `json:"param"`
+	Grade           string            `json:"grade"`
+	Count           int64             `json:"count"`
+	Duration        string            `json:"duration"`
+	Burst           int64             `json:"burst"`
+	Behavior        string            `json:"behavior"`
+	MaxQueueingTime string            `json:"max_queueing_time"`
+	Items           []json.RawMessage `json:"items"`
+	Lease           string            `json:"lease"`
+	Capacity        int               `json:"capacity"`
+	Refund          bool              `json:"refund"`
+	Cluster         bool              `json:"cluster"`
+	Shadow          bool              `json:"shadow"`
+}
+
+// itemDoc is one exception item as written.
+type itemDoc struct {
+	Value scalar `json:"value"`
+	Count int64  `json:"count"`
+}
+
+// native decodes the native format's top level.
+func (p *parser) native(ms []member) {
+	var f nativeFile
+	top := ruleErrs{file: p.file, index: -1}
+	decodeMembers(ms, &f, "", top.add)
+	top.done(&p.errs, "")
+	if elems, ok := p.list(sectionAuthority, f.Authority); ok {
+		for i, e := range elems {
+			p.authorityRule(i, e)
+		}
+	}
+	if elems, ok := p.list(sectionParamFlow, f.ParamFlow); ok {
+		for i, e := range elems {
+			p.paramFlowRule(i, e)
+		}
+	}
+}
+
+// authorityRule decodes and checks authority[i].
+func (p *parser) authorityRule(i int, raw json.RawMessage) {
+	r := p.rule(sectionAuthority, i)
+	var d authorityDoc
+	decodeStrict(raw, &d, "", r.add)
+	rule := authority.Rule{Resource: d.Resource}
+	if d.Resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
+	switch {
+	case fieldFailed(r, "strategy"):
+	case d.Strategy == "":
+		r.add("strategy", "required: white or black")
+	case d.Strategy == "white":
+		rule.Strategy = authority.White
+	case d.Strategy == "black":
+		rule.Strategy = authority.Black
+	default:
+		r.add("strategy", "unknown strategy %q (white | black)", d.Strategy)
+	}
+	switch d.MissingOrigin {
+	case "":
+	case "deny":
+		rule.MissingOrigin = authority.MissingDeny
+	case "allow":
+		rule.MissingOrigin = authority.MissingAllow
+	default:
+		r.add("missing_origin", "unknown value %q (deny | allow)", d.MissingOrigin)
+	}
+	rule.Origins = p.origins(r, "origins", d.Origins)
+	if len(d.Origins) == 0 && !fieldFailed(r, "origins") {
+		r.add("origins", "must list at least one origin")
+	}
+	p.addAuthority(r, rule)
+}
+
+// origins checks each origin entry and returns them as strings.
+func (p *parser) origins(r *ruleErrs, field string, in []scalar) []string {
+	out := make([]string, 0, len(in))
+	for j, o := range in {
+		if err := authority.ValidateOrigin(string(o)); err != nil {
+			r.add(fmt.Sprintf("%s[%d]", field, j), "%v", err)
+			continue
+		}
+		out = append(out, string(o))
+	}
+	return out
+}
+
+// addAuthority keeps rule if r found no problem, and records the problems otherwise.
+func (p *parser) addAuthority(r *ruleErrs, rule authority.Rule) {
+	if len(r.errs) == 0 {
+		p.rules.Authority = append(p.rules.Authority, rule)
+	}
+	r.done(&p.errs, rule.Resource)
+}
+
+// paramFlowRule decodes and checks param_flow[i].
+func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
+	r := p.rule(sectionParamFlow, i)
+	var d paramFlowDoc
+	given := decodeStrict(raw, &d, "", r.add)
+	rule := hotparam.Rule{
+		Resource: d.Resource,
+		Param:    d.Param,
+		Count:    d.Count,
+		Burst:    d.Burst,
+		Refund:   d.Refund,
+		Cluster:  d.Cluster,
+		Shadow:   d.Shadow,
+	}
+	if d.Resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
+	if d.Param == "" && !fieldFailed(r, "param") {
+		r.add("param", "must not be empty")
+	}
+	if !given["count"] && !fieldFailed(r, "count") {
+		r.add("count", "required")
+	}
+	switch d.Grade {
+	case "", "qps":
+		rule.Grade = hotparam.QPS
+	case "concurrency":
+		rule.Grade = hotparam.Concurrency
+	default:
+		r.add("grade", "unknown grade %q (qps | concurrency)", d.Grade)
+	}
+	switch d.Behavior {
+	case "", "reject":
+		rule.Behavior = hotparam.Reject
+	case "throttle":
+		rule.Behavior = hotparam.Throttle
+	default:
+		r.add("behavior", "unknown behavior %q (reject | throttle)", d.Behavior)
+	}
+	rule.Duration = time.Second
+	if given["duration"] {
+		if v, ok := duration(d.Duration, true, "duration", r.add); ok {
+			rule.Duration = v
+			if v < time.Millisecond {
+				r.add("duration", "must be at least 1ms, got %s", d.Duration)
+			}
+		}
+	}
+	rule.MaxQueueingTime, _ = duration(d.MaxQueueingTime, given["max_queueing_time"], "max_queueing_time", r.add)
+	var ok bool
+	rule.Lease, ok = duration(d.Lease, given["lease"], "lease", r.add)
+	if ok && given["lease"] && rule.Lease < time.Millisecond {
+		r.add("lease", "must be at least 1ms, got %s", d.Lease)
+	}
+	if given["capacity"] {
+		if d.Capacity < 1 {
+			r.add("capacity", "must be at least 1, got %d", d.Capacity)
+		}
+		rule.Capacity = d.Capacity
+	}
+	rule.Items = p.items(r, "items", d.Items, func(raw json.RawMessage, prefix string) (string, int64, bool) {
+		var it itemDoc
+		g := decodeStrict(raw, &it, prefix, r.add)
+		if !g["value"] && !fieldFailed(r, prefix+"value") {
+			r.add(prefix+"value", "required")
+		} else if g["value"] && it.Value == "" {
+			r.add(prefix+"value", "must not be empty")
+		}
+		if !g["count"] && !fieldFailed(r, prefix+"count") {
+			r.add(prefix+"count", "required")
+		}
+		return string(it.Value), it.Count, g["value"] && g["count"] && it.Value != ""
+	})
+	fields := ruleFields{
+		grade: "grade", behavior: "behavior", count: "count", burst: "burst",
+		maxQueueing: "max_queueing_time", refund: "refund", cluster: "cluster", lease: "lease",
+	}
+	p.checkParamFlow(r, &rule, fields)
+	p.addParamFlow(r, i, rule)
+}
+
+// fieldFailed reports whether r already has a problem with field (a decoding error), so that a
+// second, less precise one is not added.
+func fieldFailed(r *ruleErrs, field string) bool {
+	for _, e := range r.errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// items decodes a list of exception items with one, which returns an item's value and count
+// and whether it is usable; duplicate values and negative counts are reported here.
+func (p *parser) items(r *ruleErrs, field string, raws []json.RawMessage, one func(raw json.RawMessage, prefix string) (string, int64, bool)) map[string]int64 {
+	if len(raws) == 0 {
+		return nil
+	}
+	items := make(map[string]int64, len(raws))
+	first := make(map[string]int, len(raws))
+	for j, raw := range raws {
+		prefix := fmt.Sprintf("%s[%d].", field, j)
+		value, count, ok := one(raw, prefix)
+		if !ok {
+			continue
+		}
+		if count < 0 {
+			r.add(prefix+"count", "must not be negative, got %d", count)
+			continue
+		}
+		if k, dup := first[value]; dup {
+			r.add(prefix+"value", "%q is already given by %s[%d]", value, field, k)
+			continue
+		}
+		first[value] = j
+		items[value] = count
+	}
+	return items
+}
+
+// ruleFields names a param-flow rule's fields in the format being read, for messages.
+type ruleFields struct {
+	grade, behavior, count, burst, maxQueueing, refund, cluster, lease string
+}
+
+// checkParamFlow checks the rules that hold between a param-flow rule's fields, in either
+// format. Fields that do not apply to the rule's grade or behaviour are errors when non-zero
+// (zero values are accepted, so that a template listing every field parses):
+//   - concurrency rules take no throttle behaviour, no burst and no refund (they always
+//     release); qps rules take no lease;
+//   - max_queueing_time applies only to throttle rules, and burst only to reject rules (a
+//     throttled value is spaced evenly, it has no bucket).
+func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) {
+	if rule.Count < 0 {
+		r.add(f.count, "must not be negative, got %d", rule.Count)
+	}
+	if rule.Burst < 0 {
+		r.add(f.burst, "must not be negative, got %d", rule.Burst)
+	}
+	if rule.MaxQueueingTime < 0 {
+		r.add(f.maxQueueing, "must not be negative, got %s", rule.MaxQueueingTime)
+	}
+	switch rule.Grade {
+	case hotparam.Concurrency:
+		if rule.Behavior == hotparam.Throttle {
+			r.add(f.behavior, "throttle applies only to qps rules, not to concurrency rules")
+		}
+		if rule.Burst > 0 {
+			r.add(f.burst, "applies only to qps rules, not to concurrency rules")
+		}
+		if rule.Refund {
+			r.add(f.refund, "concurrency rules always release on negative hits; refund applies only to qps rules")
+		}
+		if rule.MaxQueueingTime > 0 && rule.Behavior != hotparam.Throttle {
+			r.add(f.maxQueueing, "applies only to throttle rules")
+		}
+	case hotparam.QPS:
+		if rule.Lease != 0 && f.lease != "" {
+			r.add(f.lease, "applies only to concurrency rules, not to qps rules")
+		}
+		if rule.Behavior == hotparam.Reject && rule.MaxQueueingTime > 0 {
+			r.add(f.maxQueueing, "applies only to throttle rules; this rule's behavior is reject")
+		}
+		if rule.Behavior == hotparam.Throttle && rule.Burst > 0 {
+			r.add(f.burst, "applies only to reject rules; a throttle rule spaces requests evenly")
+		}
+	}
+	if rule.Cluster && !p.opts.ClusterEnabled {
+		r.add(f.cluster, "cluster rules need a store.redis config")
+	}
+}
+
+// addParamFlow keeps rule if r found no problem, and records the problems otherwise. A kept
+// concurrency rule gets a warning.
+func (p *parser) addParamFlow(r *ruleErrs, i int, rule hotparam.Rule) {
+	if len(r.errs) == 0 {
+		if rule.Grade == hotparam.Concurrency {
+			p.warn(sectionParamFlow, i, rule.Resource, ConcurrencyWarning)
+		}
+		p.rules.ParamFlow = append(p.rules.ParamFlow, rule)
+	}
+	r.done(&p.errs, rule.Resource)
+}

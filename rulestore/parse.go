@@ -1,0 +1,191 @@
+package rulestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// MaxFileSize is the largest rules file Load and the Store read, in bytes.
+const MaxFileSize = 16 << 20
+
+// The top-level keys of Sentinel's object form.
+const (
+	sentinelParamKey     = "paramFlowRules"
+	sentinelAuthorityKey = "authorityRules"
+)
+
+// ConcurrencyWarning is the warning given for every concurrency rule: ext_authz Check has no
+// completion signal, so only the rate-limit path applies these rules.
+const ConcurrencyWarning = "concurrency rules apply only to ShouldRateLimit calls (ext_authz Check has no completion signal)"
+
+// parse is Parse's implementation; the exported doc is on Parse in api.go.
+func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
+	top := ruleErrs{file: file, index: -1}
+	var errs Errors
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	js, err := toJSON(file, data)
+	if err != nil {
+		top.add("", "%v", err)
+		top.done(&errs, "")
+		return Rules{}, errs
+	}
+	js = bytes.TrimSpace(js)
+	if len(js) == 0 || isNull(js) {
+		return Rules{}, nil // an empty file is an empty rule set
+	}
+	p := parser{file: file, opts: opts}
+	switch js[0] {
+	case '[':
+		p.sentinelList(js)
+	case '{':
+		ms, err := members(js)
+		if err != nil {
+			top.add("", "cannot parse: %v", err)
+			break
+		}
+		if isSentinelObject(ms) {
+			p.sentinelObject(ms)
+		} else {
+			p.native(ms)
+		}
+	default:
+		top.add("", "the file must hold a mapping with authority and param_flow lists, or a list of Sentinel rules; got %s", jsonKind(js))
+	}
+	top.done(&p.errs, "")
+	if len(p.errs) > 0 {
+		return Rules{}, p.errs
+	}
+	return p.rules, nil
+}
+
+// toJSON converts the file's content to JSON: a .json file must be JSON already, anything else
+// is read as YAML (of which JSON is a subset). Duplicate keys are an error either way.
+func toJSON(file string, data []byte) ([]byte, error) {
+	if strings.EqualFold(filepath.Ext(file), ".json") {
+		var v json.RawMessage
+		if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+				return nil, fmt.Errorf("cannot parse JSON: line %d: %v", line, err)
+			}
+			return nil, fmt.Errorf("cannot parse JSON: %v", err)
+		}
+		if err := checkDuplicates(v); err != nil {
+			return nil, err
+		}
+		return data, nil
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+		return nil, fmt.Errorf("cannot parse YAML: %s", msg)
+	}
+	return js, nil
+}
+
+// checkDuplicates reports the first object key given twice anywhere in raw (encoding/json would
+// silently keep the last one).
+func checkDuplicates(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	switch raw[0] {
+	case '{':
+		ms, err := members(raw)
+		if err != nil {
+			return err
+		}
+		seen := make(map[string]bool, len(ms))
+		for _, m := range ms {
+			if seen[m.name] {
+				return fmt.Errorf("cannot parse JSON: key %q given twice in one object", m.name)
+			}
+			seen[m.name] = true
+			if err := checkDuplicates(m.value); err != nil {
+				return err
+			}
+		}
+	case '[':
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return err
+		}
+		for _, e := range elems {
+			if err := checkDuplicates(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isSentinelObject reports whether a top-level object uses Sentinel's list names.
+func isSentinelObject(ms []member) bool {
+	for _, m := range ms {
+		if m.name == sentinelParamKey || m.name == sentinelAuthorityKey {
+			return true
+		}
+	}
+	return false
+}
+
+// parser accumulates the rules and problems of one file.
+type parser struct {
+	file  string
+	opts  ParseOptions
+	rules Rules
+	errs  Errors
+}
+
+// rule starts the problem list of one rule.
+func (p *parser) rule(section string, index int) *ruleErrs {
+	return &ruleErrs{file: p.file, section: section, index: index}
+}
+
+// warn records a warning about one rule.
+func (p *parser) warn(section string, index int, resource, msg string) {
+	w := &ValidationError{File: p.file, Section: section, Index: index, Resource: resource, Reason: msg}
+	p.rules.Warnings = append(p.rules.Warnings, w.Error())
+}
+
+// list splits the value of a top-level key that must be a list.
+func (p *parser) list(key string, raw json.RawMessage) ([]json.RawMessage, bool) {
+	if isNull(raw) {
+		return nil, true
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		top := ruleErrs{file: p.file, index: -1}
+		top.add(key, "must be a list of rules, got %s", jsonKind(raw))
+		top.done(&p.errs, "")
+		return nil, false
+	}
+	return elems, true
+}
+
+// load reads path, refusing files larger than MaxFileSize.
+func load(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}

@@ -1,0 +1,344 @@
+package rulestore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// sentinelFile is the object form of Sentinel's rules.
+type sentinelFile struct {
+	ParamFlowRules json.RawMessage `json:"paramFlowRules"`
+	AuthorityRules json.RawMessage `json:"authorityRules"`
+}
+
+// sentinelParamDoc is one of Sentinel's param-flow rules as its datasources store it.
+type sentinelParamDoc struct {
+	Resource          string            `json:"resource"`
+	LimitApp          string            `json:"limitApp"`
+	Grade             int               `json:"grade"`
+	ParamIdx          int               `json:"paramIdx"`
+	Count             float64           `json:"count"`
+	ControlBehavior   int               `json:"controlBehavior"`
+	DurationInSec     int64             `json:"durationInSec"`
+	BurstCount        int64             `json:"burstCount"`
+	MaxQueueingTimeMs int64             `json:"maxQueueingTimeMs"`
+	ParamFlowItemList []json.RawMessage `json:"paramFlowItemList"`
+	ClusterMode       bool              `json:"clusterMode"`
+	ClusterConfig     json.RawMessage   `json:"clusterConfig"`
+	Regex             bool              `json:"regex"`
+}
+
+// sentinelItemDoc is one entry of paramFlowItemList.
+type sentinelItemDoc struct {
+	Object    scalar `json:"object"`
+	ClassType string `json:"classType"`
+	Count     int64  `json:"count"`
+}
+
+// sentinelClusterDoc is a param-flow rule's clusterConfig. Its fields are accepted and not used:
+// a cluster rule's count is shared by all replicas, and its fallback is the store's.
+type sentinelClusterDoc struct {
+	FlowID                  int64 `json:"flowId"`
+	ThresholdType           int   `json:"thresholdType"`
+	FallbackToLocalWhenFail bool  `json:"fallbackToLocalWhenFail"`
+	SampleCount             int   `json:"sampleCount"`
+	WindowIntervalMs        int64 `json:"windowIntervalMs"`
+}
+
+// sentinelAuthorityDoc is one of Sentinel's authority rules.
+type sentinelAuthorityDoc struct {
+	Resource string `json:"resource"`
+	LimitApp string `json:"limitApp"`
+	Strategy int    `json:"strategy"`
+	Regex    bool   `json:"regex"`
+}
+
+// sentinelList reads a top-level list of Sentinel rules: an element with a strategy field is an
+// authority rule, any other a param-flow rule.
+func (p *parser) sentinelList(js []byte) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(js, &elems); err != nil {
+		top := ruleErrs{file: p.file, index: -1}
+		top.add("", "cannot parse: %v", err)
+		top.done(&p.errs, "")
+		return
+	}
+	for i, e := range elems {
+		ms, err := members(e)
+		if err != nil {
+			r := p.rule(sectionParamFlow, i)
+			r.add("", "must be a mapping of fields, got %s", jsonKind(e))
+			r.done(&p.errs, "")
+			continue
+		}
+		if hasMember(ms, "strategy") {
+			p.sentinelAuthority(i, ms)
+		} else {
+			p.sentinelParam(i, ms)
+		}
+	}
+}
+
+// sentinelObject reads {"paramFlowRules": [...], "authorityRules": [...]}.
+func (p *parser) sentinelObject(ms []member) {
+	var f sentinelFile
+	top := ruleErrs{file: p.file, index: -1}
+	decodeMembers(ms, &f, "", top.add)
+	top.done(&p.errs, "")
+	if elems, ok := p.list(sentinelAuthorityKey, f.AuthorityRules); ok {
+		for i, e := range elems {
+			p.sentinelAuthority(i, p.object(sectionAuthority, i, e))
+		}
+	}
+	if elems, ok := p.list(sentinelParamKey, f.ParamFlowRules); ok {
+		for i, e := range elems {
+			p.sentinelParam(i, p.object(sectionParamFlow, i, e))
+		}
+	}
+}
+
+// object splits a rule that must be an object; it reports the problem and returns nil if not.
+func (p *parser) object(section string, i int, raw json.RawMessage) []member {
+	ms, err := members(raw)
+	if err != nil {
+		r := p.rule(section, i)
+		r.add("", "must be a mapping of fields, got %s", jsonKind(raw))
+		r.done(&p.errs, "")
+		return nil
+	}
+	return ms
+}
+
+func hasMember(ms []member, name string) bool {
+	for _, m := range ms {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sentinelAuthority decodes and checks one Sentinel authority rule. limitApp is a comma-separated
+// list of origins; spaces around each are trimmed and empty entries dropped.
+func (p *parser) sentinelAuthority(i int, ms []member) {
+	if ms == nil {
+		return
+	}
+	r := p.rule(sectionAuthority, i)
+	var d sentinelAuthorityDoc
+	given := decodeMembers(ms, &d, "", r.add)
+	rule := authority.Rule{Resource: d.Resource}
+	if d.Resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
+	if d.Regex {
+		r.add("regex", "resource patterns are not supported; name each resource")
+	}
+	switch {
+	case fieldFailed(r, "strategy"):
+	case !given["strategy"]:
+		r.add("strategy", "required: 0 (white list) or 1 (black list)")
+	case d.Strategy == 0:
+		rule.Strategy = authority.White
+	case d.Strategy == 1:
+		rule.Strategy = authority.Black
+	default:
+		r.add("strategy", "unknown strategy %d (0 = white, 1 = black)", d.Strategy)
+	}
+	var origins []scalar
+	for o := range strings.SplitSeq(d.LimitApp, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, scalar(o))
+		}
+	}
+	if len(origins) == 0 && !fieldFailed(r, "limitApp") {
+		r.add("limitApp", "must list at least one origin (comma-separated)")
+	}
+	rule.Origins = p.origins(r, "limitApp", origins)
+	p.addAuthority(r, rule)
+}
+
+// sentinelParam decodes and checks one Sentinel param-flow rule.
+func (p *parser) sentinelParam(i int, ms []member) {
+	if ms == nil {
+		return
+	}
+	r := p.rule(sectionParamFlow, i)
+	var d sentinelParamDoc
+	given := decodeMembers(ms, &d, "", r.add)
+	rule := hotparam.Rule{
+		Resource: d.Resource,
+		Burst:    d.BurstCount,
+		Cluster:  d.ClusterMode,
+		Duration: time.Second,
+	}
+	if d.Resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
+	if d.Regex {
+		r.add("regex", "resource patterns are not supported; name each resource")
+	}
+	if app := strings.TrimSpace(d.LimitApp); app != "" && app != "default" {
+		r.add("limitApp", "only \"default\" is supported: a param-flow rule applies to every origin, got %q", d.LimitApp)
+	}
+	switch {
+	case fieldFailed(r, "paramIdx"):
+	case !given["paramIdx"]:
+		r.add("paramIdx", "required")
+	default:
+		rule.Param = p.paramName(r, d.ParamIdx)
+	}
+	switch {
+	case fieldFailed(r, "count"):
+	case !given["count"]:
+		r.add("count", "required")
+	default:
+		n, ok := wholeNumber(d.Count)
+		if !ok {
+			r.add("count", "must be a whole number, got %s", formatNumber(d.Count))
+		}
+		rule.Count = n
+	}
+	switch {
+	case !given["grade"] || d.Grade == 1:
+		rule.Grade = hotparam.QPS
+	case d.Grade == 0:
+		rule.Grade = hotparam.Concurrency
+	default:
+		r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", d.Grade)
+	}
+	switch d.ControlBehavior {
+	case 0:
+		rule.Behavior = hotparam.Reject
+	case 2:
+		rule.Behavior = hotparam.Throttle
+	default:
+		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle; warm-up is not supported)", d.ControlBehavior)
+	}
+	if given["durationInSec"] {
+		if d.DurationInSec < 1 {
+			r.add("durationInSec", "must be at least 1, got %d", d.DurationInSec)
+		} else if d.DurationInSec > int64(1<<63-1)/int64(time.Second) {
+			r.add("durationInSec", "must be at most %d, got %d", int64(1<<63-1)/int64(time.Second), d.DurationInSec)
+		} else {
+			rule.Duration = time.Duration(d.DurationInSec) * time.Second
+		}
+	}
+	if d.MaxQueueingTimeMs > int64(1<<63-1)/int64(time.Millisecond) {
+		r.add("maxQueueingTimeMs", "too large: %d", d.MaxQueueingTimeMs)
+	} else {
+		rule.MaxQueueingTime = time.Duration(d.MaxQueueingTimeMs) * time.Millisecond
+	}
+	rule.Items = p.items(r, "paramFlowItemList", d.ParamFlowItemList, func(raw json.RawMessage, prefix string) (string, int64, bool) {
+		var it sentinelItemDoc
+		g := decodeStrict(raw, &it, prefix, r.add)
+		ok := g["object"] && g["count"]
+		if !g["object"] && !fieldFailed(r, prefix+"object") {
+			r.add(prefix+"object", "required")
+		}
+		if !g["count"] && !fieldFailed(r, prefix+"count") {
+			r.add(prefix+"count", "required")
+		}
+		if g["object"] {
+			if reason := checkClass(string(it.Object), it.ClassType); reason != "" {
+				r.add(prefix+"object", "%s", reason)
+				ok = false
+			}
+		}
+		if given := g["classType"]; given && !knownClass(it.ClassType) {
+			r.add(prefix+"classType", "unknown type %q (a Java primitive or boxed type, or String)", it.ClassType)
+			ok = false
+		}
+		return string(it.Object), it.Count, ok
+	})
+	if given["clusterConfig"] {
+		var c sentinelClusterDoc
+		decodeStrict(d.ClusterConfig, &c, "clusterConfig.", r.add)
+	}
+	p.checkParamFlow(r, &rule, ruleFields{
+		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
+		maxQueueing: "maxQueueingTimeMs", cluster: "clusterMode",
+	})
+	if len(r.errs) == 0 && given["clusterConfig"] {
+		p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and the store's fallback applies")
+	}
+	p.addParamFlow(r, i, rule)
+}
+
+// paramName resolves Sentinel's paramIdx through ParseOptions.ParamNames; a negative index counts
+// from the end, as in Sentinel.
+func (p *parser) paramName(r *ruleErrs, idx int) string {
+	names := p.opts.ParamNames
+	i := idx
+	if i < 0 {
+		i += len(names)
+	}
+	if i < 0 || i >= len(names) {
+		if len(names) == 0 {
+			r.add("paramIdx", "index %d is out of range: no param names are configured to resolve it", idx)
+		} else {
+			r.add("paramIdx", "index %d is out of range: %d param names are configured (%s)", idx, len(names), strings.Join(names, ", "))
+		}
+		return ""
+	}
+	if names[i] == "" {
+		r.add("paramIdx", "index %d names an empty param", idx)
+	}
+	return names[i]
+}
+
+// knownClass reports whether c is a Java class name a paramFlowItemList entry may give.
+func knownClass(c string) bool {
+	return classKind(c) != ""
+}
+
+// classKind groups a Java class name: "int", "float", "bool", "char" or "string"; "" if unknown.
+func classKind(c string) string {
+	switch strings.TrimPrefix(c, "java.lang.") {
+	case "int", "Integer", "long", "Long", "short", "Short", "byte", "Byte":
+		return "int"
+	case "double", "Double", "float", "Float":
+		return "float"
+	case "boolean", "Boolean":
+		return "bool"
+	case "char", "Character":
+		return "char"
+	case "String", "":
+		return "string"
+	}
+	return ""
+}
+
+// checkClass says why object is not a value of classType, or "" when it is (or the class is
+// unknown, which is reported on its own).
+func checkClass(object, classType string) string {
+	if object == "" {
+		return "must not be empty"
+	}
+	var ok bool
+	switch classKind(classType) {
+	case "int":
+		_, err := strconv.ParseInt(object, 10, 64)
+		ok = err == nil
+	case "float":
+		_, err := strconv.ParseFloat(object, 64)
+		ok = err == nil
+	case "bool":
+		ok = object == "true" || object == "false"
+	case "char":
+		ok = utf8.RuneCountInString(object) == 1
+	default:
+		ok = true
+	}
+	if !ok {
+		return fmt.Sprintf("%q is not a valid %s", object, classType)
+	}
+	return ""
+}

@@ -1,0 +1,167 @@
+package rulestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// Store holds the rules in force. It is safe for concurrent use.
+//
+// A load reads the file, parses and validates it whole, compiles it (keeping the per-value state
+// of every param-flow rule whose identity is unchanged, see hotparam.Limiter.Reload) and swaps
+// one pointer: a reader of Current sees the old set or the new one, never a mix. A load that
+// fails keeps the set in force and is recorded (LastError). A load whose file content is
+// byte-identical to the content in force is a no-op: no new version, no OnLoad call. Loads are
+// serialised; OnLoad is called from the loading goroutine and must not call Reload.
+type Store struct {
+	opts Options
+	cur  atomic.Pointer[Set]
+	last atomic.Pointer[LoadError]
+
+	mu         sync.Mutex // serialises loads; guards the fields below
+	applied    []byte     // the file content in force
+	hasApplied bool       // applied holds content read from the file (a missing Optional file has none)
+}
+
+// New loads the rules once. A file that fails to load is an error here (there is no last good
+// set yet), unless it is missing and Optional.
+func New(opts Options) (*Store, error) {
+	s := &Store{opts: opts}
+	if s.opts.Now == nil {
+		s.opts.Now = time.Now
+	}
+	if opts.File == "" {
+		return s, s.apply(Rules{}, nil, false)
+	}
+	data, err := load(opts.File)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.Optional:
+		return s, s.apply(Rules{}, nil, false)
+	case err != nil:
+		err = fmt.Errorf("cannot read rules: %w", err)
+		s.emit(Event{File: opts.File, Err: err})
+		return nil, err
+	}
+	rules, err := Parse(opts.File, data, opts.Parse)
+	if err != nil {
+		s.emit(Event{File: opts.File, Err: err})
+		return nil, err
+	}
+	if err := s.apply(rules, data, true); err != nil {
+		s.emit(Event{File: opts.File, Err: err})
+		return nil, err
+	}
+	return s, nil
+}
+
+// Current returns the rules in force; never nil.
+func (s *Store) Current() *Set { return s.cur.Load() }
+
+// Reload loads the file again; on failure the rules in force stay and the error is recorded.
+// A missing file counts as a failure once content from it has been applied; while an Optional
+// file has never existed, its absence leaves the empty set in force without an error.
+func (s *Store) Reload() error {
+	if s.opts.File == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := load(s.opts.File)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && s.opts.Optional && !s.hasApplied:
+		return nil
+	case err != nil:
+		return s.reject(fmt.Errorf("cannot read rules: %w", err))
+	case s.hasApplied && bytes.Equal(data, s.applied):
+		return nil
+	}
+	rules, err := Parse(s.opts.File, data, s.opts.Parse)
+	if err != nil {
+		return s.reject(err)
+	}
+	if err := s.apply(rules, data, true); err != nil {
+		return s.reject(err)
+	}
+	return nil
+}
+
+// LastError returns the last rejected load, or nil.
+func (s *Store) LastError() *LoadError { return s.last.Load() }
+
+// apply compiles rules and makes them the set in force, with the next version. fromFile says
+// data is the file content they were parsed from. It requires mu held, or s unpublished.
+func (s *Store) apply(rules Rules, data []byte, fromFile bool) error {
+	prev := s.cur.Load()
+	set, err := s.compile(rules, prev)
+	if err != nil {
+		return err
+	}
+	s.cur.Store(set)
+	s.applied, s.hasApplied = data, fromFile
+	s.emit(Event{
+		File:     s.opts.File,
+		Version:  set.Version,
+		Applied:  true,
+		Rules:    ruleCount(set),
+		Warnings: rules.Warnings,
+	})
+	return nil
+}
+
+// compile builds the Set for rules, following prev (nil for the first load).
+func (s *Store) compile(rules Rules, prev *Set) (*Set, error) {
+	list, err := authority.New(rules.Authority)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot compile authority rules: %w", s.opts.File, err)
+	}
+	var limiter *hotparam.Limiter
+	if prev != nil && prev.ParamFlow != nil {
+		limiter, err = prev.ParamFlow.Reload(rules.ParamFlow, s.opts.Limiter)
+	} else {
+		limiter, err = hotparam.New(rules.ParamFlow, s.opts.Limiter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot compile param-flow rules: %w", s.opts.File, err)
+	}
+	var version uint64 = 1
+	if prev != nil {
+		version = prev.Version + 1
+	}
+	return &Set{
+		Version:   version,
+		LoadedAt:  s.opts.Now(),
+		File:      s.opts.File,
+		Rules:     rules,
+		Authority: list,
+		ParamFlow: limiter,
+	}, nil
+}
+
+// reject records a failed load and returns err. It requires mu held.
+func (s *Store) reject(err error) error {
+	s.last.Store(&LoadError{Time: s.opts.Now(), Message: err.Error()})
+	cur := s.cur.Load()
+	s.emit(Event{File: s.opts.File, Version: cur.Version, Err: err, Rules: ruleCount(cur)})
+	return err
+}
+
+func (s *Store) emit(e Event) {
+	if s.opts.OnLoad != nil {
+		s.opts.OnLoad(e)
+	}
+}
+
+func ruleCount(set *Set) int {
+	if set == nil {
+		return 0
+	}
+	return len(set.Rules.Authority) + len(set.Rules.ParamFlow)
+}

@@ -1,0 +1,120 @@
+package rulestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Run watches the file and reloads it on change until ctx ends; it then closes the watcher and
+// returns nil. It returns an error only if the watch cannot be set up or the watcher stops on
+// its own. Call it at most once at a time; with no File it just waits for ctx.
+//
+// Run watches the file's directory, not the file, so that it sees the file replaced by a
+// rename (as editors and atomic writers do) and a Kubernetes ConfigMap update, which swaps the
+// directory's "..data" symlink. It reacts to events on the file's name, on "..data", and on the
+// file the name resolves to when that lies elsewhere (whose directory it watches too). A burst
+// of events is reloaded once, Options.Debounce after its last event; the reload itself compares
+// content, so an event that changed nothing changes nothing. Run also reloads once when it
+// starts, to catch changes made since New.
+func (s *Store) Run(ctx context.Context) error {
+	if s.opts.File == "" {
+		<-ctx.Done()
+		return nil
+	}
+	path, err := filepath.Abs(s.opts.File)
+	if err != nil {
+		return fmt.Errorf("cannot watch rules file: %w", err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("cannot watch rules file: %w", err)
+	}
+	defer w.Close()
+	dir := filepath.Dir(path)
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("cannot watch %s: %w", dir, err)
+	}
+	debounce := s.opts.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	wt := watchTarget{w: w, path: path, dir: dir}
+	wt.follow()
+	_ = s.Reload() // recorded by the Store; nothing more to do with it here
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("rules file watcher stopped")
+			}
+			if wt.relevant(ev.Name) {
+				timer.Reset(debounce)
+			}
+		case _, ok := <-w.Errors:
+			if !ok {
+				return errors.New("rules file watcher stopped")
+			}
+			// Events may have been lost (a queue overflow): look at the file again.
+			timer.Reset(debounce)
+		case <-timer.C:
+			_ = s.Reload()
+			wt.follow()
+		}
+	}
+}
+
+// watchTarget tracks what Run watches: the file's directory, and the directory of the file the
+// path resolves to through symlinks when that is another one.
+type watchTarget struct {
+	w       *fsnotify.Watcher
+	path    string // the file, absolute
+	dir     string // its directory, always watched
+	real    string // the file the path resolved to at the last follow; "" if it did not resolve
+	realDir string // real's directory when watched besides dir; ""
+}
+
+// follow resolves the path again and moves the second watch to the resolved file's directory.
+// A directory that cannot be watched (it vanished) is left unwatched: events on dir still
+// arrive.
+func (t *watchTarget) follow() {
+	real, err := filepath.EvalSymlinks(t.path)
+	if err != nil {
+		t.real = ""
+		return
+	}
+	t.real = real
+	realDir := filepath.Dir(real)
+	if realDir == t.dir || realDir == t.realDir {
+		return
+	}
+	if t.realDir != "" {
+		_ = t.w.Remove(t.realDir) // may already be gone with its directory
+		t.realDir = ""
+	}
+	if t.w.Add(realDir) == nil {
+		t.realDir = realDir
+	}
+}
+
+// relevant reports whether an event on name may change the file's content.
+func (t *watchTarget) relevant(name string) bool {
+	name = filepath.Clean(name)
+	switch {
+	case name == t.path, t.real != "" && name == t.real:
+		return true
+	case filepath.Dir(name) == t.dir && filepath.Base(name) == "..data":
+		return true
+	}
+	return false
+}
