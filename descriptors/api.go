@@ -29,7 +29,7 @@ type Source struct {
 	// From is header, query, cookie, client_ip, host, method, path, principal or
 	// context_extension.
 	From  string `mapstructure:"from" json:"from"`
-	Name  string `mapstructure:"name" json:"name,omitempty"`  // header, query, cookie, extension name
+	Name  string `mapstructure:"name" json:"name,omitempty"`   // header, query, cookie, extension name
 	Split string `mapstructure:"split" json:"split,omitempty"` // splits one value into several
 }
 

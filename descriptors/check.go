@@ -1,0 +1,295 @@
+package descriptors
+
+import (
+	"net/netip"
+	"net/url"
+	"strings"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// view is one check request being mapped.
+type view struct {
+	attrs *authv3.AttributeContext
+	http  *authv3.AttributeContext_HttpRequest
+}
+
+// Check maps an ext_authz check request to an entry. See CheckInto.
+func (m *Mapper) Check(req *authv3.CheckRequest) (Entry, error) {
+	var e Entry
+	err := m.CheckInto(&e, req)
+	return e, err
+}
+
+// CheckInto maps an ext_authz check request into e, reusing the capacity of e.Params and of
+// their Values. The resource is the route's context extension "resource" when set, else the
+// template; the origin is the first origin source that yields a value; a param whose source
+// yields nothing is left out. Params come in name order. Strings in e may share memory with req.
+//
+// It returns a *RequestError wrapping ErrNoAttributes when req has no HTTP request,
+// ErrValueTooLong for a resource, origin or value longer than MaxLen, and ErrTooManyValues for
+// a param with more than MaxValues values.
+func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
+	attrs := req.GetAttributes()
+	http := attrs.GetRequest().GetHttp()
+	params := e.Params[:0]
+	*e = Entry{}
+	if http == nil {
+		return &RequestError{Field: "attributes.request.http", Descriptor: -1, Err: ErrNoAttributes}
+	}
+	v := view{attrs: attrs, http: http}
+
+	if r := attrs.GetContextExtensions()[ResourceExtension]; r != "" {
+		e.Resource = r
+	} else {
+		e.Resource = m.expand(&v)
+	}
+	if len(e.Resource) > MaxLen {
+		return &RequestError{Field: "resource", Descriptor: -1, Err: ErrValueTooLong}
+	}
+
+	var buf [2]string
+	for _, src := range m.origin {
+		vals, err := m.values(buf[:0], &v, src)
+		if err != nil {
+			return &RequestError{Field: "origin", Descriptor: -1, Err: err}
+		}
+		if len(vals) > 0 {
+			e.Origin = vals[0]
+			break
+		}
+	}
+	if len(e.Origin) > MaxLen {
+		return &RequestError{Field: "origin", Descriptor: -1, Err: ErrValueTooLong}
+	}
+
+	for _, p := range m.params {
+		n := len(params)
+		if n < cap(params) {
+			params = params[:n+1]
+		} else {
+			params = append(params, hotparam.Param{})
+		}
+		vals, err := m.values(params[n].Values[:0], &v, p.src)
+		if err != nil {
+			e.Params = params[:n]
+			return &RequestError{Field: "params." + p.name, Descriptor: -1, Err: err}
+		}
+		if len(vals) == 0 {
+			params[n].Values = vals
+			params = params[:n]
+			continue
+		}
+		params[n].Name = p.name
+		params[n].Values = vals
+	}
+	e.Params = params
+	return nil
+}
+
+// expand fills the resource template.
+func (m *Mapper) expand(v *view) string {
+	if len(m.resource) == 1 {
+		return m.single(v, m.resource[0])
+	}
+	n := 0
+	for _, p := range m.resource {
+		n += len(m.single(v, p))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range m.resource {
+		b.WriteString(m.single(v, p))
+	}
+	return b.String()
+}
+
+func (m *Mapper) single(v *view, p part) string {
+	switch p.kind {
+	case fromMethod:
+		return v.http.GetMethod()
+	case fromPath:
+		return pathOnly(v.http.GetPath())
+	case fromHost:
+		return v.http.GetHost()
+	}
+	return p.lit
+}
+
+// values appends the values src yields to dst, split when src says so. Empty values are left
+// out. It fails with ErrValueTooLong or ErrTooManyValues.
+func (m *Mapper) values(dst []string, v *view, src source) ([]string, error) {
+	start := len(dst)
+	switch src.kind {
+	case fromHeader:
+		dst = appendValue(dst, header(v.http, src.name), src.split)
+	case fromQuery:
+		dst = appendQuery(dst, v.http.GetPath(), src.name, src.split)
+	case fromCookie:
+		dst = appendCookie(dst, header(v.http, "cookie"), src.name, src.split)
+	case fromClientIP:
+		dst = appendValue(dst, m.clientIP(v), src.split)
+	case fromHost:
+		dst = appendValue(dst, v.http.GetHost(), src.split)
+	case fromMethod:
+		dst = appendValue(dst, v.http.GetMethod(), src.split)
+	case fromPath:
+		dst = appendValue(dst, pathOnly(v.http.GetPath()), src.split)
+	case fromPrincipal:
+		dst = appendValue(dst, v.attrs.GetSource().GetPrincipal(), src.split)
+	case fromExtension:
+		dst = appendValue(dst, v.attrs.GetContextExtensions()[src.name], src.split)
+	}
+	if len(dst)-start > MaxValues {
+		return dst[:start], ErrTooManyValues
+	}
+	for _, s := range dst[start:] {
+		if len(s) > MaxLen {
+			return dst[:start], ErrValueTooLong
+		}
+	}
+	return dst, nil
+}
+
+// appendValue appends s, or its non-empty pieces around sep, trimmed of spaces. It stops after
+// MaxValues+1 values, enough for the caller to see there are too many.
+func appendValue(dst []string, s, sep string) []string {
+	if sep == "" {
+		if s != "" {
+			dst = append(dst, s)
+		}
+		return dst
+	}
+	start := len(dst)
+	for s != "" && len(dst)-start <= MaxValues {
+		piece, rest, found := strings.Cut(s, sep)
+		if piece = strings.TrimSpace(piece); piece != "" {
+			dst = append(dst, piece)
+		}
+		if !found {
+			break
+		}
+		s = rest
+	}
+	return dst
+}
+
+// header returns the value of the header name (lower case), matching keys case-insensitively.
+// Envoy joins a repeated header with ","; raw headers (encode_raw_headers) are joined the same
+// way.
+func header(h *authv3.AttributeContext_HttpRequest, name string) string {
+	hs := h.GetHeaders()
+	if s, ok := hs[name]; ok {
+		return s
+	}
+	for k, s := range hs {
+		if strings.EqualFold(k, name) {
+			return s
+		}
+	}
+	var joined string
+	n := 0
+	for _, hv := range h.GetHeaderMap().GetHeaders() {
+		if !strings.EqualFold(hv.GetKey(), name) {
+			continue
+		}
+		s := hv.GetValue()
+		if raw := hv.GetRawValue(); len(raw) > 0 {
+			s = string(raw)
+		}
+		if n == 0 {
+			joined = s
+		} else {
+			joined += "," + s
+		}
+		n++
+	}
+	return joined
+}
+
+// pathOnly cuts the query and fragment off a request target.
+func pathOnly(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// appendQuery appends the values of the query parameter name in the request target p; a
+// repeated parameter gives several values.
+func appendQuery(dst []string, p, name, sep string) []string {
+	i := strings.IndexByte(p, '?')
+	if i < 0 {
+		return dst
+	}
+	q := p[i+1:]
+	if j := strings.IndexByte(q, '#'); j >= 0 {
+		q = q[:j]
+	}
+	start := len(dst)
+	for q != "" && len(dst)-start <= MaxValues {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		k, val, _ := strings.Cut(kv, "=")
+		if unescape(k) != name {
+			continue
+		}
+		dst = appendValue(dst, unescape(val), sep)
+	}
+	return dst
+}
+
+// unescape decodes a query component; one that does not decode is kept as it is.
+func unescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return s
+	}
+	return u
+}
+
+// appendCookie appends the values of the cookie name in a Cookie header.
+func appendCookie(dst []string, h, name, sep string) []string {
+	start := len(dst)
+	for h != "" && len(dst)-start <= MaxValues {
+		var c string
+		c, h, _ = strings.Cut(h, ";")
+		k, val, ok := strings.Cut(strings.TrimSpace(c), "=")
+		if !ok || k != name {
+			continue
+		}
+		if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+			val = val[1 : len(val)-1]
+		}
+		dst = appendValue(dst, val, sep)
+	}
+	return dst
+}
+
+// clientIP is the source address, or with trusted hops the x-forwarded-for entry that many
+// from the right when it is an IP address.
+func (m *Mapper) clientIP(v *view) string {
+	if m.hops > 0 {
+		xff := header(v.http, "x-forwarded-for")
+		for n := 1; xff != ""; n++ {
+			i := strings.LastIndexByte(xff, ',')
+			hop := strings.TrimSpace(xff[i+1:])
+			if n == m.hops {
+				if _, err := netip.ParseAddr(hop); err == nil {
+					return hop
+				}
+				break
+			}
+			if i < 0 {
+				break
+			}
+			xff = xff[:i]
+		}
+	}
+	return v.attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()
+}

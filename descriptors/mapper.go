@@ -1,0 +1,208 @@
+package descriptors
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Defaults applied by New when the config leaves a field empty.
+const (
+	DefaultResource    = "{method}:{path}"
+	DefaultResourceKey = "resource"
+	DefaultOriginKey   = "origin"
+	// GenericKey names the resource of a descriptor that has no ResourceKey entry.
+	GenericKey = "generic_key"
+	// ResourceExtension is the context extension that, when a route sets it, names the
+	// resource of a check request instead of the template.
+	ResourceExtension = "resource"
+)
+
+// kind is a compiled Source.From.
+type kind uint8
+
+const (
+	fromHeader kind = iota + 1
+	fromQuery
+	fromCookie
+	fromClientIP
+	fromHost
+	fromMethod
+	fromPath
+	fromPrincipal
+	fromExtension
+)
+
+var kinds = map[string]kind{
+	"header":            fromHeader,
+	"query":             fromQuery,
+	"cookie":            fromCookie,
+	"client_ip":         fromClientIP,
+	"host":              fromHost,
+	"method":            fromMethod,
+	"path":              fromPath,
+	"principal":         fromPrincipal,
+	"context_extension": fromExtension,
+}
+
+// source is a compiled Source.
+type source struct {
+	kind  kind
+	name  string // lower-case for headers
+	split string
+}
+
+// param is a named, compiled Source.
+type param struct {
+	name string
+	src  source
+}
+
+// part is one piece of a resource template: a literal, or a placeholder when kind is not 0.
+type part struct {
+	lit  string
+	kind kind
+}
+
+// Mapper maps Envoy requests to entries by a validated Config. It is immutable and safe for
+// concurrent use. Build one with New; the zero value is not usable.
+type Mapper struct {
+	resource    []part
+	origin      []source
+	params      []param // sorted by name
+	hops        int
+	resourceKey string
+	originKey   string
+}
+
+// New validates cfg and compiles it. Every problem found is returned, each a *ConfigError
+// (joined with errors.Join).
+func New(cfg Config) (*Mapper, error) {
+	var errs []error
+	bad := func(field, reason string) {
+		errs = append(errs, &ConfigError{Field: field, Reason: reason})
+	}
+	m := &Mapper{hops: cfg.Authz.TrustedHops}
+
+	tmpl := cfg.Authz.Resource
+	if tmpl == "" {
+		tmpl = DefaultResource
+	}
+	parts, err := parseTemplate(tmpl)
+	if err != nil {
+		bad("authz.resource", err.Error())
+	}
+	m.resource = parts
+
+	for i, s := range cfg.Authz.Origin {
+		src, reason, field := compileSource(s)
+		if reason != "" {
+			bad("authz.origin["+strconv.Itoa(i)+"]."+field, reason)
+			continue
+		}
+		m.origin = append(m.origin, src)
+	}
+
+	names := make([]string, 0, len(cfg.Authz.Params))
+	for name := range cfg.Authz.Params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if name == "" {
+			bad("authz.params", "empty param name")
+			continue
+		}
+		if len(name) > MaxLen {
+			bad("authz.params", "param name longer than "+strconv.Itoa(MaxLen)+" bytes")
+			continue
+		}
+		src, reason, field := compileSource(cfg.Authz.Params[name])
+		if reason != "" {
+			bad("authz.params."+name+"."+field, reason)
+			continue
+		}
+		m.params = append(m.params, param{name: name, src: src})
+	}
+
+	if m.hops < 0 || m.hops > MaxTrustedHops {
+		bad("authz.trusted_hops", "must be between 0 and "+strconv.Itoa(MaxTrustedHops))
+	}
+
+	m.resourceKey = cfg.RateLimit.ResourceKey
+	if m.resourceKey == "" {
+		m.resourceKey = DefaultResourceKey
+	}
+	m.originKey = cfg.RateLimit.OriginKey
+	if m.originKey == "" {
+		m.originKey = DefaultOriginKey
+	}
+	if m.resourceKey == m.originKey {
+		bad("ratelimit.origin_key", "must differ from resource_key "+strconv.Quote(m.resourceKey))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return m, nil
+}
+
+// compileSource checks s; on a problem it returns the reason and the field at fault.
+func compileSource(s Source) (src source, reason, field string) {
+	k, ok := kinds[s.From]
+	if !ok {
+		if s.From == "" {
+			return src, "missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension)", "from"
+		}
+		return src, "unknown source " + strconv.Quote(s.From) + " (want one of header, query, cookie, client_ip, host, method, path, principal, context_extension)", "from"
+	}
+	named := k == fromHeader || k == fromQuery || k == fromCookie || k == fromExtension
+	if named && s.Name == "" {
+		return src, "required for from: " + s.From, "name"
+	}
+	if !named && s.Name != "" {
+		return src, "not used by from: " + s.From, "name"
+	}
+	name := s.Name
+	if k == fromHeader {
+		name = strings.ToLower(name)
+	}
+	return source{kind: k, name: name, split: s.Split}, "", ""
+}
+
+// parseTemplate compiles a resource template: literal text with {method}, {path} and {host}.
+func parseTemplate(t string) ([]part, error) {
+	var parts []part
+	for t != "" {
+		open := strings.IndexByte(t, '{')
+		close := strings.IndexByte(t, '}')
+		if close >= 0 && (open < 0 || close < open) {
+			return nil, errors.New("unmatched \"}\" in " + strconv.Quote(t))
+		}
+		if open < 0 {
+			parts = append(parts, part{lit: t})
+			break
+		}
+		if open > 0 {
+			parts = append(parts, part{lit: t[:open]})
+		}
+		if close < 0 {
+			return nil, errors.New("unclosed \"{\" in " + strconv.Quote(t))
+		}
+		name := t[open+1 : close]
+		var k kind
+		switch name {
+		case "method":
+			k = fromMethod
+		case "path":
+			k = fromPath
+		case "host":
+			k = fromHost
+		default:
+			return nil, errors.New("unknown placeholder {" + name + "} (want {method}, {path} or {host})")
+		}
+		parts = append(parts, part{kind: k})
+		t = t[close+1:]
+	}
+	return parts, nil
+}
