@@ -414,3 +414,32 @@ func TestTextRoundTrip(t *testing.T) {
 		t.Errorf("UnmarshalText(maybe) = %v, left %v; want an error and no change", err, m)
 	}
 }
+
+func TestCheckConcurrent(t *testing.T) {
+	l := mustNew(t, []Rule{
+		{Resource: "r", Strategy: White, Origins: []string{"a", "10.0.0.0/8", "2001:db8::/32"}},
+	})
+	checks := []check{
+		{"r", "a", -1, true},
+		{"r", "b", 0, false},
+		{"r", "10.9.9.9", -1, true},
+		{"r", "2001:db9::", 0, false},
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 1000 {
+				for _, c := range checks {
+					if gotRule, gotOK := l.Check(c.resource, c.origin); gotRule != c.wantRule || gotOK != c.wantOK {
+						t.Errorf("Check(%q, %q) = %d, %v; want %d, %v", c.resource, c.origin, gotRule, gotOK, c.wantRule, c.wantOK)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
