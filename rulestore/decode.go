@@ -45,19 +45,21 @@ func members(raw json.RawMessage) ([]member, error) {
 	return ms, nil
 }
 
-// isNull reports whether raw is the JSON null (an empty YAML value).
+// isNull reports whether raw is the JSON null (an empty YAML value) or absent.
 func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
 // decodeStrict decodes the object raw into the struct *dst field by field, by exact json tag.
 // Every unknown, duplicate or mistyped field is reported through add with prefix before its
-// name; a null value counts as absent. It returns the fields that were given.
+// name; a null value counts as absent. It returns the fields that were given, or nil when raw
+// is not an object at all (reported too).
 func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
 	ms, err := members(raw)
 	if err != nil {
 		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", jsonKind(raw))
-		return map[string]bool{}
+		return nil
 	}
 	return decodeMembers(ms, dst, prefix, add)
 }

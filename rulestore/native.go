@@ -75,7 +75,10 @@ func (p *parser) native(ms []member) {
 func (p *parser) authorityRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionAuthority, i)
 	var d authorityDoc
-	decodeStrict(raw, &d, "", r.add)
+	if decodeStrict(raw, &d, "", r.add) == nil {
+		r.done(&p.errs, "")
+		return
+	}
 	rule := authority.Rule{Resource: d.Resource}
 	if d.Resource == "" && !fieldFailed(r, "resource") {
 		r.add("resource", "must not be empty")
@@ -100,9 +103,12 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 	default:
 		r.add("missing_origin", "unknown value %q (deny | allow)", d.MissingOrigin)
 	}
-	rule.Origins = p.origins(r, "origins", d.Origins)
-	if len(d.Origins) == 0 && !fieldFailed(r, "origins") {
+	switch {
+	case fieldFailed(r, "origins"):
+	case len(d.Origins) == 0:
 		r.add("origins", "must list at least one origin")
+	default:
+		rule.Origins = p.origins(r, "origins", d.Origins)
 	}
 	p.addAuthority(r, rule)
 }
@@ -133,6 +139,10 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionParamFlow, i)
 	var d paramFlowDoc
 	given := decodeStrict(raw, &d, "", r.add)
+	if given == nil {
+		r.done(&p.errs, "")
+		return
+	}
 	rule := hotparam.Rule{
 		Resource: d.Resource,
 		Param:    d.Param,
@@ -191,6 +201,9 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	rule.Items = p.items(r, "items", d.Items, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it itemDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
+		if g == nil {
+			return "", 0, false
+		}
 		if !g["value"] && !fieldFailed(r, prefix+"value") {
 			r.add(prefix+"value", "required")
 		} else if g["value"] && it.Value == "" {

@@ -239,6 +239,9 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	rule.Items = p.items(r, "paramFlowItemList", d.ParamFlowItemList, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it sentinelItemDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
+		if g == nil {
+			return "", 0, false
+		}
 		ok := g["object"] && g["count"]
 		if !g["object"] && !fieldFailed(r, prefix+"object") {
 			r.add(prefix+"object", "required")
