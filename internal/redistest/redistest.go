@@ -1,0 +1,213 @@
+// Package redistest starts real redis-server processes on loopback ports for tests, and stops
+// them when the test ends.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binary is where redis-server is looked for when it is not on PATH.
+const Binary = "/usr/bin/redis-server"
+
+// Server is one redis-server process. It is safe for concurrent use.
+type Server struct {
+	t    testing.TB
+	Port int
+	bin  string
+	dir  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	paused bool
+}
+
+// Start starts a redis-server on a free loopback port with no persistence, extra arguments
+// appended, and stops it at the end of the test. A missing redis-server fails the test.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	return start(t, freePort(t, false), extra...)
+}
+
+func start(t testing.TB, port int, extra ...string) *Server {
+	t.Helper()
+	bin := lookup(t)
+	dir := t.TempDir()
+	s := &Server{t: t, Port: port, bin: bin, dir: dir}
+	s.args = append([]string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no",
+	}, extra...)
+	t.Cleanup(s.Close)
+	s.Restart()
+	return s
+}
+
+func lookup(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	if _, err := os.Stat(Binary); err != nil {
+		t.Fatalf("redis-server is required (not on PATH, not at %s): install the redis-server package: %v", Binary, err)
+	}
+	return Binary
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// Restart starts the server again on the same port (after Kill), and waits until it answers.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.t.Fatalf("redis on %d: Restart while running", s.Port)
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		s.t.Fatalf("redis log: %v", err)
+	}
+	defer log.Close()
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("cannot start redis-server: %v", err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if reply, err := s.roundTrip("PING"); err == nil && reply == "+PONG" {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.t.Fatalf("redis-server on port %d did not answer PING within 10s; log:\n%s", s.Port, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// roundTrip sends one inline command and returns the first reply line.
+func (s *Server) roundTrip(cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+// Kill stops the server with SIGKILL, as a crash would, and waits for it to exit.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stop()
+}
+
+func (s *Server) stop() {
+	if s.cmd == nil {
+		return
+	}
+	if s.paused {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.paused = false
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Pause stops the process with SIGSTOP: connections stay open, nothing is answered.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused process with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
+
+func (s *Server) signal(sig syscall.Signal, paused bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redis on %d: signal while not running", s.Port)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redis on %d: %v: %v", s.Port, sig, err)
+	}
+	s.paused = paused
+}
+
+// Close stops the server; the test's cleanup calls it.
+func (s *Server) Close() { s.Kill() }
+
+// CLI runs redis-cli against the server and returns its trimmed output.
+func (s *Server) CLI(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command(filepath.Join(filepath.Dir(s.bin), "redis-cli"),
+		append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port)}, args...)...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("redis-cli %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// CommandCalls returns how many times the server ran cmd (lower case, e.g. "evalsha"), from
+// INFO commandstats.
+func (s *Server) CommandCalls(cmd string) int {
+	s.t.Helper()
+	for _, line := range strings.Split(s.CLI("INFO", "commandstats"), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			s.t.Fatalf("commandstats %q: %v", line, err)
+		}
+		return v
+	}
+	return 0
+}
+
+// freePort returns a loopback port that is free now; with bus, port+10000 (the cluster bus) too.
+func freePort(t testing.TB, bus bool) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !bus {
+			return port
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		if b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+			b.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair for a cluster node")
+	return 0
+}

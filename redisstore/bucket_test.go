@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+const ms = time.Millisecond
+
+func TestBucket(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	tests := []struct {
+		name  string
+		op    hotparam.RemoteOp
+		steps []step
+	}{
+		{
+			name: "5 per second",
+			op:   hotparam.RemoteOp{RuleID: "r1", Value: "a", Count: 5, Duration: time.Second},
+			steps: []step{
+				{0, 1, false, ok(4, 200*ms, 0, 0)},
+				{0, 4, false, ok(0, time.Second, 0, 0)},
+				{0, 1, false, no(0, time.Second, 200*ms)},
+				{100 * ms, 1, false, no(0, 900*ms, 100*ms)},
+				{200 * ms, 1, false, ok(0, time.Second, 0, 0)},
+				{700 * ms, 0, false, ok(1, 700*ms, 0, 0)}, // hits 0 means 1; 2.5 tokens refilled
+				{10 * time.Second, 6, false, no(5, 0, 0)}, // more than capacity: nothing consumed
+				{10 * time.Second, 5, false, ok(0, time.Second, 0, 0)},
+			},
+		},
+		{
+			name: "burst adds capacity, not rate",
+			op:   hotparam.RemoteOp{RuleID: "r2", Value: "a", Count: 2, Burst: 3, Duration: time.Second},
+			steps: []step{
+				{0, 5, false, ok(0, 2500*ms, 0, 0)},
+				{0, 1, false, no(0, 2500*ms, 500*ms)},
+				{500 * ms, 1, false, ok(0, 2500*ms, 0, 0)},
+				{1500 * ms, 3, false, no(2, 1500*ms, 500*ms)},
+			},
+		},
+		{
+			name: "a third of a token is not lost",
+			op:   hotparam.RemoteOp{RuleID: "r3", Value: "a", Count: 3, Duration: time.Second},
+			steps: []step{
+				{0, 3, false, ok(0, time.Second, 0, 0)},
+				// 333333us refill 999999/1000000 of a token: 1/3 us (334ns rounded up) short
+				{333333 * time.Microsecond, 1, false, no(0, 666667*time.Microsecond, 334)},
+				{333334 * time.Microsecond, 1, false, ok(0, 999999334, 0, 0)}, // 2/1000000 token left
+			},
+		},
+		{
+			name: "multi-second window",
+			op:   hotparam.RemoteOp{RuleID: "r4", Value: "a", Count: 2, Duration: 10 * time.Second},
+			steps: []step{
+				{0, 2, false, ok(0, 10*time.Second, 0, 0)},
+				{4 * time.Second, 1, false, no(0, 6*time.Second, time.Second)},
+				{5 * time.Second, 1, false, ok(0, 10*time.Second, 0, 0)},
+			},
+		},
+		{
+			name: "count 0 blocks all",
+			op:   hotparam.RemoteOp{RuleID: "r5", Value: "a", Count: 0, Burst: 4, Duration: time.Second},
+			steps: []step{
+				{0, 1, false, no(0, 0, 0)},
+				{time.Hour, 1, false, no(0, 0, 0)},
+			},
+		},
+		{
+			name: "refund gives back, never above capacity",
+			op:   hotparam.RemoteOp{RuleID: "r6", Value: "a", Count: 4, Duration: time.Second, Refund: true},
+			steps: []step{
+				{0, 4, false, ok(0, time.Second, 0, 0)},
+				{0, 3, true, ok(3, 250*ms, 0, 0)},
+				{0, 3, false, ok(0, time.Second, 0, 0)},
+				{0, 9, true, ok(4, 0, 0, 0)},
+			},
+		},
+		{
+			name: "release without refund changes nothing",
+			op:   hotparam.RemoteOp{RuleID: "r7", Value: "a", Count: 4, Duration: time.Second},
+			steps: []step{
+				{0, 4, false, ok(0, time.Second, 0, 0)},
+				{0, 4, true, ok(0, time.Second, 0, 0)},
+				{0, 1, false, no(0, time.Second, 250*ms)},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runSteps(t, s, clk, tt.op, tt.steps) })
+	}
+}
+
+func TestBucketKeyExpiresWhenFull(t *testing.T) {
+	s, srv, clk := newTestStore(t)
+	op := hotparam.RemoteOp{RuleID: "ttl", Value: "v", Count: 5, Duration: time.Second, Hits: 1, Refund: true}
+	k := key(DefaultPrefix, &op)
+	clk.set(0)
+	eval(t, s, op)
+	// PTTL counts down in real time while redis-cli starts: allow 100ms for that.
+	if pttl, _ := strconv.Atoi(srv.CLI("PTTL", k)); pttl <= 100 || pttl > 200 {
+		t.Errorf("PTTL after one token of five per second: got %d, want 200 (ms until full) or a little less", pttl)
+	}
+	rel := op
+	rel.Release = true
+	eval(t, s, rel)
+	if got := srv.CLI("EXISTS", k); got != "0" {
+		t.Errorf("a full bucket is no state: EXISTS got %s, want 0", got)
+	}
+}
+
+func TestRedisClock(t *testing.T) {
+	s, _, _ := newTestStore(t)
+	s.clock = nil
+	op := hotparam.RemoteOp{RuleID: "clock", Value: "v", Count: 2, Duration: time.Second, Hits: 1}
+	before := time.Now()
+	eval(t, s, op)
+	eval(t, s, op)
+	got := eval(t, s, op)[0]
+	elapsed := time.Since(before)
+	if got.Allowed {
+		t.Fatalf("third of two per second: got allowed")
+	}
+	if got.RetryAfter > 500*ms || got.RetryAfter < 500*ms-elapsed {
+		t.Errorf("RetryAfter: got %v, want within %v of 500ms", got.RetryAfter, elapsed)
+	}
+}

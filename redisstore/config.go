@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"net"
+
+	"errors"
+	"fmt"
+	"github.com/redis/rueidis"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to fields left zero.
+const (
+	DefaultTimeout         = 5 * time.Millisecond
+	DefaultPrefix          = "extauthz"
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = time.Second
+)
+
+// Modes of Config.Mode.
+const (
+	ModeStandalone = "standalone"
+	ModeCluster    = "cluster"
+)
+
+// Config configures a Store. The zero value of every field but Addrs takes a default.
+type Config struct {
+	Addrs    []string `mapstructure:"addrs"`
+	Mode     string   `mapstructure:"mode"` // standalone (default) | cluster
+	Username string   `mapstructure:"username"`
+	Password string   `mapstructure:"password"`
+	TLS      bool     `mapstructure:"tls"`
+	// Timeout bounds one Eval, all its round trips included. Default 5ms.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Prefix starts every key. Default "extauthz". It may not contain '{' or '}'.
+	Prefix string `mapstructure:"prefix"`
+	// BreakerFailures is the number of consecutive failed calls that opens the breaker. Default 3.
+	BreakerFailures int `mapstructure:"breaker_failures"`
+	// BreakerCooldown is the time between two background probes of an open breaker. Default 1s.
+	BreakerCooldown time.Duration `mapstructure:"breaker_cooldown"`
+}
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return "redis config: " + e.Field + ": " + e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate reports the first invalid field of c, as a *ConfigError.
+func (c Config) Validate() error {
+	if len(c.Addrs) == 0 {
+		return &ConfigError{"addrs", errors.New("at least one address is required")}
+	}
+	for i, a := range c.Addrs {
+		if !strings.Contains(a, ":") {
+			return &ConfigError{fmt.Sprintf("addrs[%d]", i), fmt.Errorf("%q is not host:port", a)}
+		}
+	}
+	switch c.Mode {
+	case "", ModeStandalone:
+		if len(c.Addrs) != 1 {
+			return &ConfigError{"addrs", fmt.Errorf("standalone mode takes one address, got %d", len(c.Addrs))}
+		}
+	case ModeCluster:
+	default:
+		return &ConfigError{"mode", fmt.Errorf("%q is not standalone or cluster", c.Mode)}
+	}
+	if c.Timeout < 0 {
+		return &ConfigError{"timeout", fmt.Errorf("%v is negative", c.Timeout)}
+	}
+	if strings.ContainsAny(c.Prefix, "{}") {
+		return &ConfigError{"prefix", fmt.Errorf("%q contains a brace", c.Prefix)}
+	}
+	if c.BreakerFailures < 0 {
+		return &ConfigError{"breaker_failures", fmt.Errorf("%d is negative", c.BreakerFailures)}
+	}
+	if c.BreakerCooldown < 0 {
+		return &ConfigError{"breaker_cooldown", fmt.Errorf("%v is negative", c.BreakerCooldown)}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = ModeStandalone
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = DefaultBreakerFailures
+	}
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	return c
+}
+
+func clientOption(c Config) rueidis.ClientOption {
+	o := rueidis.ClientOption{
+		InitAddress:       c.Addrs,
+		Username:          c.Username,
+		Password:          c.Password,
+		ForceSingleClient: c.Mode == ModeStandalone,
+		DisableCache:      true,
+		DisableRetry:      true,
+		Dialer:            net.Dialer{Timeout: max(c.Timeout, time.Second)},
+		ConnWriteTimeout:  max(20*c.Timeout, time.Second),
+	}
+	if c.TLS {
+		host, _, _ := net.SplitHostPort(c.Addrs[0])
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	return o
+}

@@ -1,0 +1,159 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/redis/rueidis"
+)
+
+// group is the ops of one Eval that share a slot: one script call.
+type group struct {
+	slot uint16
+	keys []string // distinct keys, KEYS of the script
+	ops  []int    // indices into the ops of Eval
+	kidx []int    // per op of the group: its key's index in keys, 1-based
+	args []string
+	out  []int64
+	ok   bool // every non-shadow op of the group passed: the group consumed
+}
+
+// group splits ops into slot groups: one group in standalone mode.
+func (s *Store) group(ops []hotparam.RemoteOp) []group {
+	cluster := s.cfg.Mode == ModeCluster
+	groups := make([]group, 0, 1)
+	for i := range ops {
+		k := key(s.cfg.Prefix, &ops[i])
+		var sl uint16
+		if cluster {
+			sl = slot(k)
+		}
+		g := -1
+		for j := range groups {
+			if groups[j].slot == sl {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			groups = append(groups, group{slot: sl})
+			g = len(groups) - 1
+		}
+		groups[g].add(i, k)
+	}
+	return groups
+}
+
+func (g *group) add(op int, k string) {
+	ki := -1
+	for j, have := range g.keys {
+		if have == k {
+			ki = j
+			break
+		}
+	}
+	if ki < 0 {
+		g.keys = append(g.keys, k)
+		ki = len(g.keys) - 1
+	}
+	g.ops = append(g.ops, op)
+	g.kidx = append(g.kidx, ki+1)
+}
+
+func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
+	args := make([]string, 0, 3+opFields*len(g.ops))
+	args = append(args, now, nonce, strconv.Itoa(len(g.ops)))
+	for j, i := range g.ops {
+		args = appendOp(args, &ops[i], g.kidx[j])
+	}
+	return args
+}
+
+func (g *group) decode(res []hotparam.RemoteResult) error {
+	if len(g.out) != 1+5*len(g.ops) {
+		return fmt.Errorf("redis store: script returned %d numbers for %d ops", len(g.out), len(g.ops))
+	}
+	g.ok = g.out[0] == 1
+	for j, i := range g.ops {
+		o := g.out[1+5*j:]
+		res[i] = hotparam.RemoteResult{
+			Allowed:    o[0] == 1,
+			Remaining:  o[1],
+			ResetAfter: time.Duration(o[2]),
+			RetryAfter: time.Duration(o[3]),
+			Wait:       time.Duration(o[4]),
+		}
+	}
+	return nil
+}
+
+// exec runs the script once per group, all groups in one pipelined batch (EVALSHA; EVAL for the
+// groups whose server lacks the script), and stores each group's answer in out.
+func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) error {
+	cmds := make(rueidis.Commands, len(groups))
+	for i := range groups {
+		g := &groups[i]
+		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(g.args...).Build()
+	}
+	s.trips.Add(uint64(len(cmds)))
+	results := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, r := range results {
+		if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
+			retry = append(retry, i)
+			continue
+		}
+		out, err := r.AsIntSlice()
+		if err != nil {
+			return fmt.Errorf("redis store: %w", err)
+		}
+		groups[i].out = out
+	}
+	if len(retry) == 0 {
+		return nil
+	}
+	cmds = cmds[:0]
+	for _, i := range retry {
+		g := &groups[i]
+		cmds = append(cmds, c.B().Eval().Script(scriptSource).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(g.args...).Build())
+	}
+	s.trips.Add(uint64(len(cmds)))
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		out, err := r.AsIntSlice()
+		if err != nil {
+			return fmt.Errorf("redis store: %w", err)
+		}
+		groups[retry[j]].out = out
+	}
+	return nil
+}
+
+// undo gives back what the groups that passed consumed when another group blocked: the same
+// ops again as refunds, concurrency leases removed by name. Best effort: errors are ignored.
+func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, res []hotparam.RemoteResult, groups []group, now, nonce string) {
+	var cmds rueidis.Commands
+	for gi := range groups {
+		g := &groups[gi]
+		if !g.ok {
+			continue
+		}
+		args := append([]string(nil), g.args...)
+		for j, i := range g.ops {
+			f := 3 + j*opFields
+			args[f+8] = strconv.Itoa(flagRelease | flagRefund | flagUndo)
+			if ops[i].Release || !res[i].Allowed {
+				args[f+7] = "0" // consumed nothing
+			}
+		}
+		cmds = append(cmds, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(args...).Build())
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	s.undos.Add(uint64(len(cmds)))
+	s.trips.Add(uint64(len(cmds)))
+	c.DoMulti(ctx, cmds...)
+}

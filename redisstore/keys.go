@@ -1,0 +1,76 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// maxRawTag is the longest value used as is in a key; longer values are hashed.
+const maxRawTag = 128
+
+// tag returns the hash tag of a value: the value itself when it is short and brace-free,
+// else "#" and the hex SHA-256 of it (a raw value never starts with '#', so the two never meet).
+func tag(value string) string {
+	if value != "" && len(value) <= maxRawTag && value[0] != '#' && !strings.ContainsAny(value, "{}") {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	return "#" + hex.EncodeToString(sum[:16])
+}
+
+// kind is the letter naming an op's state type in the script and in its key.
+func kind(op *hotparam.RemoteOp) string {
+	switch {
+	case op.Grade == hotparam.Concurrency:
+		return "c"
+	case op.Behavior == hotparam.Throttle:
+		return "t"
+	default:
+		return "b"
+	}
+}
+
+// key returns the key of an op's state: prefix:{tag}:rule:kind. The tag is the value, so the
+// state of every rule for one value lives on one cluster slot.
+func key(prefix string, op *hotparam.RemoteOp) string {
+	t := tag(op.Value)
+	var b strings.Builder
+	b.Grow(len(prefix) + len(t) + len(op.RuleID) + 7)
+	b.WriteString(prefix)
+	b.WriteString(":{")
+	b.WriteString(t)
+	b.WriteString("}:")
+	b.WriteString(op.RuleID)
+	b.WriteByte(':')
+	b.WriteString(kind(op))
+	return b.String()
+}
+
+// slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash tag, or of the
+// whole key when it has no non-empty tag, modulo 16384.
+func slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) & 16383
+}
+
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// maxExact bounds every integer the script computes with, so that Lua's doubles (exact to 2^53)
+// stay exact with room for sums.
+const maxExact = 1 << 52
+
+// Bounds of an op, checked by CheckOp.
+const (
+	MaxCount           = 1 << 40 // most tokens per duration, or most in flight
+	MaxConcurrentCount = 1 << 24 // most in flight per value (one sorted-set member each)
+)
+
+// ErrOutOfRange is wrapped by the errors of CheckOp: an op whose numbers the store cannot
+// compute with exactly.
+var ErrOutOfRange = errors.New("out of the store's exact range")
+
+// Flags of an op in the script's arguments.
+const (
+	flagRelease = 1
+	flagRefund  = 2
+	flagShadow  = 4
+	flagUndo    = 8
+)
+
+// opFields is the number of script arguments per op.
+const opFields = 9
+
+// CheckOp reports whether the store can evaluate op exactly. The store computes in whole
+// microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
+// microseconds and must be at least one; bucket capacity times duration in microseconds, hits
+// times duration, and throttle max wait in microseconds times count must stay below 2^52.
+// Eval returns these errors too; rule loaders may call it to reject such rules early.
+func CheckOp(op hotparam.RemoteOp) error {
+	switch {
+	case op.Count < 0:
+		return fmt.Errorf("rule %q: count %d is negative", op.RuleID, op.Count)
+	case op.Burst < 0:
+		return fmt.Errorf("rule %q: burst %d is negative", op.RuleID, op.Burst)
+	case op.Count > MaxCount:
+		return fmt.Errorf("rule %q: count %d: %w", op.RuleID, op.Count, ErrOutOfRange)
+	}
+	if op.Grade == hotparam.Concurrency {
+		if op.Count > MaxConcurrentCount {
+			return fmt.Errorf("rule %q: concurrency count %d: %w", op.RuleID, op.Count, ErrOutOfRange)
+		}
+		if op.Lease != 0 && op.Lease < time.Microsecond {
+			return fmt.Errorf("rule %q: lease %v is under a microsecond", op.RuleID, op.Lease)
+		}
+		return nil
+	}
+	d := op.Duration.Microseconds()
+	if d < 1 {
+		return fmt.Errorf("rule %q: duration %v is under a microsecond", op.RuleID, op.Duration)
+	}
+	if op.Burst > MaxCount || (op.Count+op.Burst) > maxExact/d {
+		return fmt.Errorf("rule %q: (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
+	}
+	if op.Behavior == hotparam.Throttle {
+		if hitsOf(op) > maxExact/d {
+			return fmt.Errorf("rule %q: hits %d * duration: %w", op.RuleID, op.Hits, ErrOutOfRange)
+		}
+		if op.MaxWait > maxExact || (op.Count > 0 && op.MaxWait.Microseconds() > maxExact/op.Count) {
+			return fmt.Errorf("rule %q: max wait %v * count: %w", op.RuleID, op.MaxWait, ErrOutOfRange)
+		}
+	}
+	return nil
+}
+
+func hitsOf(op hotparam.RemoteOp) int64 {
+	if op.Hits < 1 {
+		return 1
+	}
+	return op.Hits
+}
+
+// appendOp appends the script arguments of op, whose key is KEYS[k]. Hits above what could ever
+// pass are cut to capacity+1: the answer is the same and the numbers stay small.
+func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
+	hits := hitsOf(*op)
+	lease := op.Lease
+	if lease <= 0 {
+		lease = hotparam.DefaultLease
+	}
+	wait := op.MaxWait
+	if wait < 0 {
+		wait = 0
+	}
+	switch {
+	case op.Grade == hotparam.Concurrency:
+		hits = min(hits, op.Count+1)
+	case op.Behavior == hotparam.Reject:
+		hits = min(hits, op.Count+op.Burst+1)
+	}
+	flags := 0
+	if op.Release {
+		flags |= flagRelease
+	}
+	if op.Refund {
+		flags |= flagRefund
+	}
+	if op.Shadow {
+		flags |= flagShadow
+	}
+	return append(args,
+		strconv.Itoa(k),
+		kind(op),
+		strconv.FormatInt(op.Count, 10),
+		strconv.FormatInt(op.Burst, 10),
+		strconv.FormatInt(op.Duration.Microseconds(), 10),
+		strconv.FormatInt(int64(wait), 10),
+		strconv.FormatInt(lease.Microseconds(), 10),
+		strconv.FormatInt(hits, 10),
+		strconv.Itoa(flags),
+	)
+}

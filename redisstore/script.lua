@@ -1,0 +1,285 @@
+-- extauthz hot-param check: every op of one slot group, atomic, all or nothing.
+--
+-- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME
+-- ARGV[2]  nonce: unique per call, names the concurrency leases this call adds
+-- ARGV[3]  number of ops
+-- (flag 8, undo: remove the leases named by this nonce instead of the oldest)
+-- then 9 fields per op:
+--   key index (1-based into KEYS), kind (b bucket | t throttle | c concurrency),
+--   count, burst, duration (us), max wait (ns), lease (us), hits, flags (1 release, 2 refund, 4 shadow)
+--
+-- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns)}.
+--
+-- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
+-- arithmetic of Lua is exact. Bucket tokens are scaled by the duration in microseconds: a bucket
+-- of capacity C holds C*D units and gains count units per microsecond. A throttle schedule is a
+-- time in microseconds plus a fraction frac/count.
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
+  return q, r
+end
+
+local function cdiv(a, b)
+  local q, r = idiv(a, b)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+-- ns of a/b microseconds, rounded up.
+local function ns(a, b)
+  local q, r = idiv(a, b)
+  return q * 1000 + cdiv(r * 1000, b)
+end
+
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local nonce = ARGV[2]
+local n = tonumber(ARGV[3])
+
+local ops = {}
+for i = 1, n do
+  local b = 3 + (i - 1) * 9
+  local f = tonumber(ARGV[b + 9])
+  ops[i] = {
+    k = tonumber(ARGV[b + 1]), kind = ARGV[b + 2],
+    count = tonumber(ARGV[b + 3]), burst = tonumber(ARGV[b + 4]), dur = tonumber(ARGV[b + 5]),
+    maxwait = tonumber(ARGV[b + 6]), lease = tonumber(ARGV[b + 7]), hits = tonumber(ARGV[b + 8]),
+    release = f % 2 == 1, refund = math.floor(f / 2) % 2 == 1, shadow = math.floor(f / 4) % 2 == 1,
+    undo = math.floor(f / 8) % 2 == 1,
+  }
+end
+
+-- State per key, loaded on first use. base holds the state with the releases applied (always
+-- written); work is a copy with the acquisitions applied (written only when all pass).
+local base, work = {}, {}
+
+local function load(op)
+  local s = base[op.k]
+  if s then return s end
+  local key = KEYS[op.k]
+  s = {kind = op.kind}
+  if op.kind == 'c' then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    s.card = redis.call('ZCARD', key)
+    s.stored = s.card
+    s.pops = 0
+    s.adds = {}
+  else
+    local v = redis.call('GET', key)
+    if v then
+      local a, b = string.match(v, '^(%d+) (%d+)$')
+      s.x, s.y = tonumber(a), tonumber(b)
+    end
+  end
+  base[op.k] = s
+  return s
+end
+
+local function copy(s)
+  local c = {}
+  for k, v in pairs(s) do c[k] = v end
+  if s.adds then c.adds = {} end
+  return c
+end
+
+-- Bucket: x = tokens*dur, y = time of x. A missing bucket is full.
+local function refill(s, op)
+  local cap = (op.count + op.burst) * op.dur
+  if s.x == nil or s.x >= cap then
+    s.x = cap
+  else
+    local el = now - s.y
+    if el < 0 then el = 0 end
+    if el >= cdiv(cap - s.x, op.count) then s.x = cap else s.x = s.x + el * op.count end
+  end
+  s.y = now
+  return cap
+end
+
+local function bucket(s, op, r)
+  if op.count <= 0 then
+    if not op.release then r.allowed = 0 end
+    return
+  end
+  local cap = refill(s, op)
+  if op.release then
+    if op.refund then
+      s.x = math.min(cap, s.x + op.hits * op.dur)
+      s.dirty = true
+    end
+  elseif op.hits * op.dur > cap then
+    r.allowed = 0
+  elseif s.x >= op.hits * op.dur then
+    s.x = s.x - op.hits * op.dur
+    s.dirty = true
+  else
+    r.allowed = 0
+    r.retry = ns(op.hits * op.dur - s.x, op.count)
+  end
+  r.remaining = math.floor(s.x / op.dur)
+  s.cap = cap
+  r.reset = ns(cap - s.x, op.count)
+  s.full = cdiv(cap - s.x, op.count)
+end
+
+-- Throttle: x = microseconds, y = fraction in 1/count of the instant the schedule is free.
+local function throttle(s, op, r)
+  if op.count <= 0 then
+    r.allowed = 0
+    return
+  end
+  if s.x == nil or s.x < now or (s.x == now and s.y == 0) then
+    s.x, s.y = now, 0
+  elseif s.y >= op.count then
+    local q, m = idiv(s.y, op.count)
+    s.x, s.y = s.x + q, m
+  end
+  local q, m = idiv(op.hits * op.dur, op.count)
+  if op.release then
+    if op.refund then
+      local x, y = s.x - q, s.y - m
+      if y < 0 then x, y = x - 1, y + op.count end
+      if x < now then x, y = now, 0 end
+      s.x, s.y, s.dirty = x, y, true
+    end
+  else
+    local wait = (s.x - now) * 1000 + cdiv(s.y * 1000, op.count)
+    if wait > op.maxwait then
+      r.allowed = 0
+      r.retry = wait - op.maxwait
+    else
+      r.wait = wait
+      local y = s.y + m
+      s.x = s.x + q
+      if y >= op.count then s.x, y = s.x + 1, y - op.count end
+      s.y, s.dirty = y, true
+    end
+  end
+  local ahead = (s.x - now) * op.count + s.y
+  r.reset = ns(ahead, op.count)
+  local room = math.floor(op.maxwait / 1000) * op.count - ahead
+  if r.allowed == 1 and room >= 0 then r.remaining = math.floor(room / op.dur) + 1 end
+end
+
+-- Concurrency: a sorted set of lease expiries (us); card counts the leases after this call.
+local function lease_at(s, key, i)
+  -- expiry of the i-th oldest lease (0-based), counting leases added by this call last
+  if i < s.stored - s.pops then
+    local e = redis.call('ZRANGE', key, s.pops + i, s.pops + i, 'WITHSCORES')
+    return tonumber(e[2])
+  end
+  return now + s.lease
+end
+
+local function last_end(s, key)
+  local m = now
+  if s.stored - s.pops > 0 then
+    local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    m = math.max(m, tonumber(e[2]))
+  end
+  if #s.adds > 0 then m = math.max(m, s.adds[#s.adds][1]) end
+  return m
+end
+
+local function concurrency(s, op, r, i)
+  local key = KEYS[op.k]
+  s.lease = op.lease
+  if op.undo then
+    -- give back the leases this nonce added (a cross-slot call that blocked elsewhere)
+    local m = {}
+    for j = 1, op.hits do m[j] = nonce .. ':' .. i .. ':' .. j end
+    if #m > 0 then
+      local d = redis.call('ZREM', key, unpack(m))
+      s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
+    end
+  elseif op.release then
+    local d = math.min(op.hits, s.stored - s.pops)
+    if d > 0 then s.pops, s.card, s.dirty = s.pops + d, s.card - d, true end
+  elseif s.card + op.hits <= op.count then
+    for j = 1, op.hits do
+      s.adds[#s.adds + 1] = {now + op.lease, nonce .. ':' .. i .. ':' .. j}
+    end
+    s.card, s.dirty = s.card + op.hits, true
+  else
+    r.allowed = 0
+    if op.hits <= op.count then
+      r.retry = (lease_at(s, key, s.card + op.hits - op.count - 1) - now) * 1000
+    end
+  end
+  r.remaining = math.max(op.count - s.card, 0)
+  r.reset = (last_end(s, key) - now) * 1000
+end
+
+local function run(s, op, r, i)
+  if op.kind == 'b' then bucket(s, op, r)
+  elseif op.kind == 't' then throttle(s, op, r)
+  else concurrency(s, op, r, i) end
+end
+
+local res = {}
+for i = 1, n do res[i] = {allowed = 1, remaining = 0, reset = 0, retry = 0, wait = 0} end
+
+for i = 1, n do
+  if ops[i].release then run(load(ops[i]), ops[i], res[i], i) end
+end
+local ok = 1
+for i = 1, n do
+  local op = ops[i]
+  if not op.release then
+    local s = work[op.k]
+    if not s then s = copy(load(op)); work[op.k] = s end
+    run(s, op, res[i], i)
+    if res[i].allowed == 0 and not op.shadow then ok = 0 end
+  end
+end
+
+local function write(key, s)
+  if not s.dirty then return end
+  if s.kind == 'c' then
+    if s.pops > 0 then redis.call('ZPOPMIN', key, s.pops) end
+    for _, a in ipairs(s.adds) do redis.call('ZADD', key, string.format('%d', a[1]), a[2]) end
+    if s.card <= 0 then
+      redis.call('DEL', key)
+    else
+      local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      redis.call('PEXPIRE', key, string.format('%d', cdiv(tonumber(e[2]) - now, 1000)))
+    end
+  elseif s.kind == 'b' then
+    if s.x >= s.cap then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, string.format('%d %d', s.x, s.y), 'PX', string.format('%d', cdiv(s.full, 1000)))
+    end
+  else
+    if s.x < now or (s.x == now and s.y == 0) then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, string.format('%d %d', s.x, s.y), 'PX', string.format('%d', cdiv(s.x - now + 1, 1000)))
+    end
+  end
+end
+
+for k, s in pairs(base) do
+  local w = work[k]
+  if ok == 1 and w then s = w end
+  write(KEYS[k], s)
+end
+
+local out = {ok}
+for i = 1, n do
+  local r = res[i]
+  out[#out + 1] = r.allowed
+  out[#out + 1] = r.remaining
+  out[#out + 1] = r.reset
+  out[#out + 1] = r.retry
+  out[#out + 1] = r.wait
+end
+return out

@@ -1,0 +1,242 @@
+// Package redisstore keeps the state of cluster hot-param rules in Redis (standalone or Redis
+// Cluster), shared by every replica: one atomic server-side script per request and slot.
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/redis/rueidis"
+)
+
+//go:embed script.lua
+var scriptSource string
+
+// ErrUnavailable is returned at once by Eval while the breaker is open (Redis failed the last
+// calls) or before the first connection succeeded.
+var ErrUnavailable = errors.New("redis store unavailable")
+
+// Options are the hooks of a Store that a config file cannot hold.
+type Options struct {
+	// Observe, when not nil, is called after every Eval that went to Redis, with its latency
+	// and error (nil on success). It must be fast and safe for concurrent use.
+	Observe func(latency time.Duration, err error)
+}
+
+// Stats are the counters of a Store since New.
+type Stats struct {
+	Calls         uint64        // Eval calls that went to Redis
+	Errors        uint64        // of those, the ones that failed
+	ShortCircuits uint64        // Eval calls answered ErrUnavailable without a call
+	RoundTrips    uint64        // script calls sent (one per slot group, retries included)
+	Undos         uint64        // cross-slot compensations sent
+	Latency       time.Duration // sum of the latencies of Calls
+	BreakerOpen   bool
+	BreakerOpens  uint64 // times the breaker opened
+	Probes        uint64 // background probes sent
+}
+
+// Store is a hotparam.Remote backed by Redis. It is safe for concurrent use. Run must be running
+// for the breaker to close again after Redis failed.
+type Store struct {
+	cfg  Config
+	opts Options
+	sha  string
+
+	// clock, when not nil, replaces the Redis clock: tests pass exact instants through it.
+	clock func() time.Time
+
+	mu     sync.Mutex // serialises connecting
+	client atomic.Pointer[clientBox]
+	closed atomic.Bool
+
+	br                                    breaker
+	calls, errs, shorts, trips, undos, pr atomic.Uint64
+	latency                               atomic.Int64
+}
+
+type clientBox struct{ c rueidis.Client }
+
+var _ hotparam.Remote = (*Store)(nil)
+
+// New returns a Store for cfg. It connects at once; when Redis cannot be reached, New still
+// returns the Store, with its breaker open, and Run connects later. Only an invalid cfg is an
+// error.
+func New(cfg Config) (*Store, error) { return NewWithOptions(cfg, Options{}) }
+
+// NewWithOptions is New with hooks.
+func NewWithOptions(cfg Config, opts Options) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	sum := sha1.Sum([]byte(scriptSource))
+	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:])}
+	s.br.threshold = int64(cfg.BreakerFailures)
+	if err := s.connect(); err != nil {
+		s.br.trip()
+	}
+	return s, nil
+}
+
+// Close closes the connections. Eval returns ErrUnavailable afterwards.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed.Store(true)
+	if b := s.client.Swap(nil); b != nil {
+		b.c.Close()
+	}
+}
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Calls:         s.calls.Load(),
+		Errors:        s.errs.Load(),
+		ShortCircuits: s.shorts.Load(),
+		RoundTrips:    s.trips.Load(),
+		Undos:         s.undos.Load(),
+		Latency:       time.Duration(s.latency.Load()),
+		BreakerOpen:   s.br.open.Load(),
+		BreakerOpens:  s.br.opens.Load(),
+		Probes:        s.pr.Load(),
+	}
+}
+
+func (s *Store) connect() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return ErrUnavailable
+	}
+	if s.client.Load() != nil {
+		return nil
+	}
+	c, err := rueidis.NewClient(clientOption(s.cfg))
+	if err != nil {
+		return fmt.Errorf("cannot connect to redis: %w", err)
+	}
+	s.client.Store(&clientBox{c})
+	return nil
+}
+
+// Run probes Redis every BreakerCooldown while the breaker is open (connecting first if New
+// could not), and closes the breaker when a PING succeeds. It returns nil when ctx is done.
+func (s *Store) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.BreakerCooldown)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if s.br.open.Load() {
+				s.probe(ctx)
+			}
+		}
+	}
+}
+
+// probe sends one PING and closes the breaker if it succeeds.
+func (s *Store) probe(ctx context.Context) {
+	s.pr.Add(1)
+	if s.connect() != nil {
+		return
+	}
+	b := s.client.Load()
+	if b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.BreakerCooldown/2))
+	defer cancel()
+	if b.c.Do(ctx, b.c.B().Ping().Build()).Error() == nil {
+		s.br.reset()
+	}
+}
+
+// Eval checks ops in Redis; see hotparam.Remote. In standalone mode all ops go in one script
+// call. In cluster mode the ops are grouped by slot (one group per value) and the groups are
+// sent at once, one script call each: each group is atomic, and when one group blocks while
+// another consumed, Eval gives back what the others consumed (best effort: a concurrent request
+// may have seen it in between, and the give-back may itself fail).
+func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotparam.RemoteResult) error {
+	if len(res) != len(ops) {
+		return fmt.Errorf("redis store: %d results for %d ops", len(res), len(ops))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	for i := range ops {
+		if err := CheckOp(ops[i]); err != nil {
+			return err
+		}
+	}
+	b := s.client.Load()
+	if b == nil || !s.br.allow() {
+		s.shorts.Add(1)
+		return ErrUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+
+	start := time.Now()
+	err := s.eval(ctx, b.c, ops, res)
+	lat := time.Since(start)
+	s.calls.Add(1)
+	s.latency.Add(int64(lat))
+	if err != nil {
+		s.errs.Add(1)
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			s.br.success() // Redis answered: it is up, the call was wrong
+		} else {
+			s.br.failure()
+		}
+	} else {
+		s.br.success()
+	}
+	if s.opts.Observe != nil {
+		s.opts.Observe(lat, err)
+	}
+	return err
+}
+
+func (s *Store) now() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock().UnixMicro(), 10)
+}
+
+func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, res []hotparam.RemoteResult) error {
+	groups := s.group(ops)
+	now := s.now()
+	nonce := strconv.FormatUint(rand.Uint64(), 36)
+	for i := range groups {
+		groups[i].args = groups[i].encode(ops, now, nonce)
+	}
+	if err := s.exec(ctx, c, groups); err != nil {
+		return err
+	}
+	blocked := false
+	for i := range groups {
+		if err := groups[i].decode(res); err != nil {
+			return err
+		}
+		blocked = blocked || !groups[i].ok
+	}
+	if blocked && len(groups) > 1 {
+		s.undo(ctx, c, ops, res, groups, now, nonce)
+	}
+	return nil
+}
