@@ -1,0 +1,354 @@
+package envoyconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// serviceSections are the top-level sections of the service config (extauthz.yaml).
+var serviceSections = []string{"grpc_addr", "admin_addr", "rules_file", "log", "tls", "grpc",
+	"shutdown_grace", "authz", "ratelimit", "param_names", "store", "failure_policy"}
+
+// loadMapping reads the service config: its sections must be known ones, and its authz and
+// ratelimit sections must decode strictly into descriptors.Config.
+func loadMapping(t *testing.T, path string) descriptors.Config {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for k := range top {
+		known := false
+		for _, s := range serviceSections {
+			known = known || k == s
+		}
+		if !known {
+			t.Errorf("%s: unknown section %q", path, k)
+		}
+	}
+	mapping, _ := json.Marshal(map[string]json.RawMessage{"authz": top["authz"], "ratelimit": top["ratelimit"]})
+	dec := json.NewDecoder(bytes.NewReader(mapping))
+	dec.DisallowUnknownFields()
+	var c descriptors.Config
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("%s: authz/ratelimit sections: %v", path, err)
+	}
+	return c
+}
+
+// sample is an HTTP request and what the shipped routes derive from it.
+type sample struct {
+	name  string
+	req   Request
+	route string // "" when no route matches
+	want  []Descriptor
+}
+
+func hdr(kv ...string) map[string][]string {
+	h := map[string][]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i]] = append(h[kv[i]], kv[i+1])
+	}
+	return h
+}
+
+func samples() []sample {
+	ip := netip.MustParseAddrPort("192.0.2.10:40000")
+	get := func(path string, h map[string][]string) Request {
+		return Request{Method: "GET", Path: path, Host: "localhost:8080", Headers: h, Remote: ip}
+	}
+	return []sample{
+		{"item with origin", get("/items?item_id=42", hdr("x-origin", "web")), "items",
+			[]Descriptor{{Entries: []Entry{{"resource", "GET:/items"}, {"origin", "web"}, {"item_id", "42"}}}}},
+		{"item without origin", get("/items?item_id=7", nil), "items",
+			[]Descriptor{{Entries: []Entry{{"resource", "GET:/items"}, {"item_id", "7"}}}}},
+		{"items without item_id", get("/items", hdr("x-origin", "web")), "items", nil},
+		{"search by a browser", get("/search?q=shoes", hdr("x-origin", "mobile", "user-agent", "Mozilla/5.0")), "search",
+			[]Descriptor{
+				{Entries: []Entry{{"resource", "GET:/search"}, {"origin", "mobile"}, {"remote_address", "192.0.2.10"}}},
+				{Entries: []Entry{{"resource", "GET:/search"}, {"origin", "mobile"}, {"query", "shoes"}}},
+			}},
+		{"search by a bot", get("/search", hdr("user-agent", "ExampleBot/2.1")), "search",
+			[]Descriptor{
+				{Entries: []Entry{{"resource", "GET:/search"}, {"remote_address", "192.0.2.10"}}},
+				{Entries: []Entry{{"resource", "GET:/search"}, {"bot", "yes"}}},
+			}},
+		{"order", Request{Method: "POST", Path: "/orders", Host: "localhost", Headers: hdr("x-origin", "web", "x-user-id", "u1"), Remote: ip}, "orders",
+			[]Descriptor{{Entries: []Entry{{"resource", "POST:/orders"}, {"origin", "web"}, {"user", "u1"}}}}},
+		{"download", get("/downloads/file.bin", hdr("x-origin", "web", "x-user-id", "u1")), "downloads",
+			[]Descriptor{
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}}},
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}}, HitsAddend: 1, IsNegativeHits: true, OnStreamDone: true},
+			}},
+		{"report", get("/reports", hdr("x-origin", "ops", "x-api-key", "k1")), "reports", nil},
+		{"POST to a GET route", Request{Method: "POST", Path: "/items?item_id=1", Host: "localhost", Remote: ip}, "", nil},
+		{"unknown path", get("/nowhere", nil), "", nil},
+	}
+}
+
+func TestSampleDescriptors(t *testing.T) {
+	c, err := Load("envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples() {
+		t.Run(s.name, func(t *testing.T) {
+			r, err := c.Match(s.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.GetName(); got != s.route {
+				t.Fatalf("route = %q, want %q", got, s.route)
+			}
+			if r == nil {
+				return
+			}
+			got, err := Descriptors(r, s.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, s.want) {
+				t.Errorf("descriptors = %+v\nwant %+v", got, s.want)
+			}
+		})
+	}
+}
+
+// pair is a (resource, param) a rule limits and a path produces.
+type pair struct{ resource, param string }
+
+// consistency checks the Envoy config, the mapping and the rules against each other over the
+// sample requests, and returns every problem found.
+func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []Request) []string {
+	var errs []string
+	resKey, originKey := m.RateLimit.ResourceKey, m.RateLimit.OriginKey
+	if resKey == "" {
+		resKey = "resource"
+	}
+	if originKey == "" {
+		originKey = "origin"
+	}
+	rlsProduced := map[pair]bool{}   // by rate-limit descriptors
+	authzProduced := map[pair]bool{} // by Check through the authz mapping
+	released := map[pair]bool{}      // a stream-done negative-hits descriptor releases it
+	routeResources := map[string]bool{}
+	var descs []Descriptor
+	for _, r := range c.Routes() {
+		ext, err := ContextExtensions(r)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if res := ext["resource"]; res != "" {
+			routeResources[res] = true
+			for p := range m.Authz.Params {
+				authzProduced[pair{res, p}] = true
+			}
+		}
+	}
+	for _, req := range reqs {
+		r, err := c.Match(req)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if r == nil {
+			continue
+		}
+		ds, err := Descriptors(r, req)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		ext, _ := ContextExtensions(r)
+		for _, d := range ds {
+			res, ok := d.Value(resKey)
+			if !ok {
+				errs = append(errs, fmt.Sprintf("route %q: descriptor %v has no %q entry", r.GetName(), d.Entries, resKey))
+				continue
+			}
+			if ext["resource"] != "" && ext["resource"] != res {
+				errs = append(errs, fmt.Sprintf("route %q: ext_authz resource %q but rate-limit resource %q", r.GetName(), ext["resource"], res))
+			}
+			routeResources[res] = true
+			for _, e := range d.Entries {
+				if e.Key == resKey || e.Key == originKey {
+					continue
+				}
+				if d.OnStreamDone && d.IsNegativeHits {
+					released[pair{res, e.Key}] = true
+				} else {
+					rlsProduced[pair{res, e.Key}] = true
+				}
+			}
+			descs = append(descs, d)
+		}
+	}
+	used := map[pair]hotparam.Rule{}
+	var longestWait time.Duration
+	for _, rule := range rules.ParamFlow {
+		p := pair{rule.Resource, rule.Param}
+		used[p] = rule
+		if !rlsProduced[p] && !authzProduced[p] {
+			errs = append(errs, fmt.Sprintf("rule %s/%s: no route produces param %q for it", rule.Resource, rule.Param, rule.Param))
+		}
+		if rlsProduced[p] && authzProduced[p] {
+			errs = append(errs, fmt.Sprintf("rule %s/%s: both ext_authz and rate-limit produce %q, each request would count twice", rule.Resource, rule.Param, rule.Param))
+		}
+		if rule.Grade == hotparam.Concurrency && !released[p] {
+			errs = append(errs, fmt.Sprintf("rule %s/%s: concurrency rule without a stream-done negative-hits descriptor to release it", rule.Resource, rule.Param))
+		}
+		if rule.Behavior == hotparam.Throttle && rule.MaxQueueingTime > longestWait {
+			longestWait = rule.MaxQueueingTime
+		}
+	}
+	for _, d := range descs {
+		res, _ := d.Value(resKey)
+		for _, e := range d.Entries {
+			if e.Key == resKey || e.Key == originKey {
+				continue
+			}
+			if _, ok := used[pair{res, e.Key}]; !ok {
+				errs = append(errs, fmt.Sprintf("descriptor key %q on %s is neither %q, %q nor a param a rule uses", e.Key, res, resKey, originKey))
+			}
+		}
+	}
+	for _, rule := range rules.Authority {
+		if !routeResources[rule.Resource] {
+			errs = append(errs, fmt.Sprintf("authority rule for %s: no route names that resource", rule.Resource))
+		}
+	}
+	if rl := rateLimitFilter(c); rl != nil && rl.GetTimeout().AsDuration() <= longestWait {
+		errs = append(errs, fmt.Sprintf("ratelimit timeout %v does not exceed the longest throttle wait %v", rl.GetTimeout().AsDuration(), longestWait))
+	}
+	sort.Strings(errs)
+	return dedupe(errs)
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func rateLimitFilter(c *Config) *ratelimitv3.RateLimit {
+	for _, m := range c.Managers {
+		for _, f := range m.GetHttpFilters() {
+			var rl ratelimitv3.RateLimit
+			if f.GetTypedConfig().UnmarshalTo(&rl) == nil {
+				return &rl
+			}
+		}
+	}
+	return nil
+}
+
+func sampleRequests() []Request {
+	var out []Request
+	for _, s := range samples() {
+		out = append(out, s.req)
+	}
+	return out
+}
+
+func loadAll(t *testing.T) (*Config, descriptors.Config, rulestore.Rules) {
+	t.Helper()
+	c, err := Load("envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadMapping(t, "extauthz.yaml")
+	rules, err := rulestore.Load("rules.yaml", rulestore.ParseOptions{})
+	if err != nil {
+		t.Fatalf("rules.yaml: %v", err)
+	}
+	return c, m, rules
+}
+
+func TestConfigsAgree(t *testing.T) {
+	c, m, rules := loadAll(t)
+	if len(rules.ParamFlow) == 0 || len(rules.Authority) == 0 {
+		t.Fatalf("rules.yaml: %d param_flow and %d authority rules, want some of each", len(rules.ParamFlow), len(rules.Authority))
+	}
+	for _, e := range consistency(c, m, rules, sampleRequests()) {
+		t.Error(e)
+	}
+	// ext_authz must also outlast any throttle wait it can hit.
+	var authz extauthzv3.ExtAuthz
+	if err := c.Managers[0].GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(&authz); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules.ParamFlow {
+		if _, ok := m.Authz.Params[r.Param]; ok && r.Behavior == hotparam.Throttle && authz.GetGrpcService().GetTimeout().AsDuration() <= r.MaxQueueingTime {
+			t.Errorf("rule %s/%s throttles on the ext_authz path beyond its timeout", r.Resource, r.Param)
+		}
+	}
+}
+
+// TestConsistencyCatches makes sure the consistency check is not vacuous: each mutation of the
+// shipped files must be reported.
+func TestConsistencyCatches(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*descriptors.Config, *rulestore.Rules)
+		want   string
+	}{
+		{"a rule on a param nobody produces", func(_ *descriptors.Config, r *rulestore.Rules) {
+			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "GET:/items", Param: "colour", Count: 1, Duration: time.Second})
+		}, `no route produces param "colour"`},
+		{"a descriptor key no rule uses", func(_ *descriptors.Config, r *rulestore.Rules) {
+			r.ParamFlow = r.ParamFlow[1:] // drops GET:/items item_id
+		}, `descriptor key "item_id" on GET:/items is neither`},
+		{"both paths produce a param", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.Authz.Params = map[string]descriptors.Source{"item_id": {From: "query", Name: "item_id"}}
+		}, "count twice"},
+		{"a concurrency rule nobody releases", func(_ *descriptors.Config, r *rulestore.Rules) {
+			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "POST:/orders", Param: "user", Grade: hotparam.Concurrency, Count: 1})
+		}, "without a stream-done"},
+		{"a throttle wait beyond the rate-limit timeout", func(_ *descriptors.Config, r *rulestore.Rules) {
+			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "POST:/orders", Param: "user", Count: 1, Duration: time.Second, Behavior: hotparam.Throttle, MaxQueueingTime: 5 * time.Second})
+		}, "does not exceed the longest throttle wait"},
+		{"an authority rule for a resource no route names", func(_ *descriptors.Config, r *rulestore.Rules) {
+			r.Authority = append(r.Authority, r.Authority[0])
+			r.Authority[len(r.Authority)-1].Resource = "GET:/elsewhere"
+		}, "authority rule for GET:/elsewhere"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, m, rules := loadAll(t)
+			tt.mutate(&m, &rules)
+			errs := consistency(c, m, rules, sampleRequests())
+			if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
+				t.Errorf("consistency errors = %q, want one mentioning %q", errs, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package envoyconfig
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+)
+
+func routeFromYAML(t *testing.T, y string) *routev3.Route {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r routev3.Route
+	if err := protojson.Unmarshal(js, &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ValidateAll(); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// oneLimit wraps actions (YAML list items) in a route with one rate limit.
+func oneLimit(t *testing.T, extra, actions string) *routev3.Route {
+	return routeFromYAML(t, `
+name: r
+match: {prefix: /}
+route: {cluster: c}
+typed_per_filter_config:
+  envoy.filters.http.ratelimit:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+    rate_limits:
+    - `+extra+`
+      actions:
+`+actions)
+}
+
+func TestDescriptorsActions(t *testing.T) {
+	remote := netip.MustParseAddrPort("10.1.2.3:5555")
+	base := Request{
+		Method: "GET",
+		Path:   "/p?item=a%20b&item=second&empty=",
+		Host:   "api.example",
+		Headers: map[string][]string{
+			"x-user":     {"u1", "u2"},
+			"user-agent": {"SomeBot/1.0"},
+		},
+		Remote: remote,
+	}
+	tests := []struct {
+		name    string
+		extra   string
+		actions string
+		req     Request
+		want    []Descriptor
+	}{
+		{
+			name:    "generic_key keeps its key, defaults to generic_key",
+			actions: "      - generic_key: {descriptor_key: resource, descriptor_value: R}\n      - generic_key: {descriptor_value: V}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"resource", "R"}, {"generic_key", "V"}}}},
+		},
+		{
+			name:    "request_headers takes the first value of a repeated header",
+			actions: "      - request_headers: {header_name: X-User, descriptor_key: user}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"user", "u1"}}}},
+		},
+		{
+			name:    "an absent header drops the whole descriptor",
+			actions: "      - generic_key: {descriptor_value: V}\n      - request_headers: {header_name: x-missing, descriptor_key: m}\n",
+			req:     base,
+			want:    nil,
+		},
+		{
+			name:    "skip_if_absent skips only the entry",
+			actions: "      - generic_key: {descriptor_value: V}\n      - request_headers: {header_name: x-missing, descriptor_key: m, skip_if_absent: true}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}}},
+		},
+		{
+			name:    "a descriptor left empty by skips is not sent",
+			actions: "      - request_headers: {header_name: x-missing, descriptor_key: m, skip_if_absent: true}\n",
+			req:     base,
+			want:    nil,
+		},
+		{
+			name:    "query_parameters decodes and takes the first value",
+			actions: "      - query_parameters: {query_parameter_name: item, descriptor_key: item_id}\n      - query_parameters: {query_parameter_name: empty, descriptor_key: e}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"item_id", "a b"}, {"e", ""}}}},
+		},
+		{
+			name:    "an absent query parameter drops the descriptor",
+			actions: "      - query_parameters: {query_parameter_name: nope, descriptor_key: nope}\n",
+			req:     base,
+			want:    nil,
+		},
+		{
+			name:    "remote_address is the client IP",
+			actions: "      - remote_address: {}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"remote_address", "10.1.2.3"}}}},
+		},
+		{
+			name:    "remote_address of an IPv4-mapped IPv6 peer is the IPv4 address",
+			actions: "      - remote_address: {}\n",
+			req:     Request{Remote: netip.MustParseAddrPort("[::ffff:192.0.2.7]:1")},
+			want:    []Descriptor{{Entries: []Entry{{"remote_address", "192.0.2.7"}}}},
+		},
+		{
+			name:    "no remote address, no descriptor",
+			actions: "      - remote_address: {}\n",
+			req:     Request{},
+			want:    nil,
+		},
+		{
+			name:    "header_value_match appends on a match",
+			actions: "      - header_value_match: {descriptor_value: bot, headers: [{name: user-agent, string_match: {contains: bot, ignore_case: true}}]}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"header_match", "bot"}}}},
+		},
+		{
+			name:    "header_value_match with no match drops the descriptor",
+			actions: "      - header_value_match: {descriptor_key: k, descriptor_value: v, headers: [{name: user-agent, string_match: {exact: curl}}]}\n",
+			req:     base,
+			want:    nil,
+		},
+		{
+			name:    "header_value_match expect_match false appends when it does not match",
+			actions: "      - header_value_match: {descriptor_key: k, descriptor_value: v, expect_match: false, headers: [{name: x-absent, present_match: true}]}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"k", "v"}}}},
+		},
+		{
+			name:    "pseudo-headers are readable",
+			actions: "      - request_headers: {header_name: ':method', descriptor_key: m}\n      - request_headers: {header_name: ':path', descriptor_key: p}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"m", "GET"}, {"p", "/p?item=a%20b&item=second&empty="}}}},
+		},
+		{
+			name:    "hits_addend and apply_on_stream_done are carried",
+			extra:   "apply_on_stream_done: true\n      hits_addend: {number: 3, is_negative_hits: true}\n",
+			actions: "      - generic_key: {descriptor_value: V}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, HitsAddend: 3, IsNegativeHits: true, OnStreamDone: true}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := oneLimit(t, tt.extra, tt.actions)
+			got, err := Descriptors(r, tt.req)
+			if err != nil {
+				t.Fatalf("Descriptors: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Descriptors = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDescriptorsUnmodelled(t *testing.T) {
+	tests := []struct {
+		name    string
+		extra   string
+		actions string
+		want    string
+	}{
+		{"source_cluster", "", "      - source_cluster: {}\n", "not modelled"},
+		{"hits_addend format", "hits_addend: {format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "hits_addend.format"},
+		{"legacy header matcher", "", "      - header_value_match: {descriptor_value: v, headers: [{name: a, exact_match: b}]}\n", "not modelled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := oneLimit(t, tt.extra, tt.actions)
+			_, err := Descriptors(r, Request{Headers: map[string][]string{"a": {"b"}}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Descriptors error = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDescriptorsWithoutRateLimits(t *testing.T) {
+	r := routeFromYAML(t, "name: r\nmatch: {prefix: /}\nroute: {cluster: c}\n")
+	got, err := Descriptors(r, Request{})
+	if err != nil || got != nil {
+		t.Errorf("Descriptors(route without rate limits) = %v, %v; want nil, nil", got, err)
+	}
+}
+
+func TestDescriptorProto(t *testing.T) {
+	d := Descriptor{Entries: []Entry{{"a", "1"}, {"b", "2"}}, HitsAddend: 4, IsNegativeHits: true}
+	p := d.Proto()
+	if got := len(p.GetEntries()); got != 2 {
+		t.Fatalf("entries = %d, want 2", got)
+	}
+	if got := p.GetEntries()[1].GetKey() + "=" + p.GetEntries()[1].GetValue(); got != "b=2" {
+		t.Errorf("entry[1] = %s, want b=2", got)
+	}
+	if got := p.GetHitsAddend().GetValue(); got != 4 {
+		t.Errorf("hits_addend = %d, want 4", got)
+	}
+	if !p.GetIsNegativeHits() {
+		t.Error("is_negative_hits = false, want true")
+	}
+	if got := (Descriptor{}).Proto().GetHitsAddend(); got != nil {
+		t.Errorf("unset hits_addend = %v, want nil", got)
+	}
+}
