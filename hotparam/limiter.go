@@ -2,20 +2,42 @@ package hotparam
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
 // Limiter holds a set of rules and the per-value state of each. It is safe for concurrent use.
+//
+// The zero Limiter has no rules and allows everything.
+//
+// A Check is all or nothing: it locks the state of every value it involves (in a fixed order),
+// checks them all and commits all of them or none. A rule of kind reject is a token bucket
+// counted exactly in integers; throttle spaces a value's requests exactly Duration/Count apart;
+// concurrency counts leases in flight. A shadow rule is checked like the others and consumes
+// when the call is allowed (so its counts are real), but never blocks the call.
 type Limiter struct {
-	rules []Rule
+	rules      []Rule
+	compiled   []*ruleState
+	byResource map[string][]int32
+	opts       Options
+	// seq numbers the stores of this Limiter and of those reloaded from it, which share them;
+	// the numbers order the stores' locks.
+	seq *atomic.Uint64
 }
 
 // New builds a Limiter with fresh state for rules.
-func New(rules []Rule, opts Options) (*Limiter, error) { panic("TODO") }
+func New(rules []Rule, opts Options) (*Limiter, error) { return build(rules, opts, nil) }
 
 // Reload builds a Limiter for rules that keeps the state of every rule of l whose identity
 // (resource, param, grade, behavior, duration, cluster) is unchanged.
-func (l *Limiter) Reload(rules []Rule, opts Options) (*Limiter, error) { panic("TODO") }
+//
+// Rules of one identity are matched in order: the n-th such rule of the new set takes the state
+// of the n-th of l. The kept state is shared with l, which stays usable; a changed threshold
+// applies from the next Check on (a bucket larger than a lowered capacity is clamped to it, and a
+// store is cut to a lowered Capacity). On error, l is unchanged.
+func (l *Limiter) Reload(rules []Rule, opts Options) (*Limiter, error) {
+	return build(rules, opts, l)
+}
 
 // Rules returns the rules in force. The caller must not modify them.
 func (l *Limiter) Rules() []Rule { return l.rules }
@@ -23,13 +45,56 @@ func (l *Limiter) Rules() []Rule { return l.rules }
 // Check checks every entry against every rule of its resource, all or nothing: a request blocked
 // by any rule or value consumes nothing from the others. st, when not nil, has one element per
 // entry and is filled with each entry's tightest status.
+//
+// Release entries are applied whatever the outcome and never block. Cluster rules are checked by
+// Options.Remote after the local rules passed, with the local state held; if the Remote blocks,
+// the local commit is undone.
 func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt CheckOptions, st []Status) Decision {
-	panic("TODO")
+	st = st[:min(len(st), len(entries))]
+	for i := range st {
+		st[i] = Status{Rule: -1}
+	}
+	var buf [8]op
+	ops, remote := l.collect(entries, opt, buf[:0])
+	if len(ops) == 0 {
+		return Decision{Allowed: true}
+	}
+	if len(st) < len(entries) {
+		st = nil
+	}
+	t := now.UnixNano()
+	if remote == 0 {
+		return l.local(t, ops, false, &opt, st)
+	}
+	return l.cluster(ctx, t, ops, &opt, st)
+}
+
+// local checks the active ops on local state.
+func (l *Limiter) local(now int64, ops []op, fb bool, opt *CheckOptions, st []Status) Decision {
+	l.lock(now, ops, fb)
+	blocked := l.eval(now, ops, fb, opt)
+	if blocked {
+		undo(ops)
+	}
+	l.finish(now, ops, !blocked, opt, st)
+	unlock(ops)
+	d := Decision{Allowed: !blocked}
+	decide(&d, ops, !blocked)
+	return d
 }
 
 // Stats returns the counters of every rule.
-func (l *Limiter) Stats() []RuleStats { panic("TODO") }
-
-// Top returns, per rule, the n busiest values by passed and by blocked requests in the recent
-// window.
-func (l *Limiter) Top(now time.Time, n int) []RuleTop { panic("TODO") }
+func (l *Limiter) Stats() []RuleStats {
+	out := make([]RuleStats, len(l.compiled))
+	for i, rs := range l.compiled {
+		out[i].Rule = i
+		for j := range rs.store.shards {
+			sh := &rs.store.shards[j]
+			sh.mu.Lock()
+			out[i].Tracked += sh.size
+			out[i].Evictions += sh.evicted
+			sh.mu.Unlock()
+		}
+	}
+	return out
+}

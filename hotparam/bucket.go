@@ -1,0 +1,248 @@
+package hotparam
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// kind is how a rule keeps a value's state.
+type kind uint8
+
+const (
+	kindReject kind = iota
+	kindThrottle
+	kindConcurrency
+)
+
+// state is one value's state under one rule. Its fields mean, by the rule's kind:
+//
+//   - reject: a is the tokens in units of 1/scale token, b the instant (Unix ns) they were
+//     counted at;
+//   - throttle: a is the instant (Unix ns) of the next free slot, b its fraction in units of
+//     1/scale ns (scale is the count the fraction was computed with);
+//   - concurrency: a is the number of hits in flight (the leases are kept by the shard).
+//
+// The window counters feed Top; win is the index of the window they count (Unix time divided by
+// the rule's window).
+type state struct {
+	a, b        int64
+	scale       uint64
+	win         uint32
+	passed      uint32
+	blocked     uint32
+	prevPassed  uint32
+	prevBlocked uint32
+}
+
+// limit is a rule's threshold for one value (the rule's Count, or an exception item's),
+// precomputed for exact integer arithmetic.
+type limit struct {
+	count int64 // tokens per duration, or most in flight
+	burst int64
+	dur   int64 // the rule's Duration in ns
+	// Reject: the bucket refills p units per ns, a token is q units (count/dur = p/q reduced), it
+	// holds at most full units and fills from empty in ttf ns.
+	p, q uint64
+	full uint64
+	ttf  int64
+}
+
+var errUnrepresentable = errors.New("count, burst and duration too large to count exactly")
+
+// newLimit precomputes the threshold count (+burst) for a rule of kind k and duration d.
+func newLimit(k kind, count, burst int64, d time.Duration) (limit, error) {
+	l := limit{count: count, burst: burst, dur: int64(d)}
+	if count < 0 || burst < 0 {
+		return l, fmt.Errorf("negative count %d or burst %d", count, burst)
+	}
+	if k == kindConcurrency {
+		return l, nil
+	}
+	if d <= 0 {
+		return l, fmt.Errorf("duration %v is not positive", d)
+	}
+	if k == kindThrottle || count == 0 {
+		l.q = 1
+		return l, nil
+	}
+	if burst > math.MaxInt64-count {
+		return l, errUnrepresentable
+	}
+	g := gcd(uint64(count), uint64(d))
+	l.p, l.q = uint64(count)/g, uint64(d)/g
+	hi, lo := bits.Mul64(uint64(count+burst), l.q)
+	if hi != 0 || lo > math.MaxInt64 {
+		return l, errUnrepresentable
+	}
+	l.full = lo
+	l.ttf = int64((l.full + l.p - 1) / l.p)
+	return l, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// rescale converts v from units of 1/from to units of 1/to, rounding down (a rescale never
+// creates tokens); it saturates at max.
+func rescale(v int64, from, to uint64, max int64) int64 {
+	if v <= 0 || from == 0 || from == to {
+		return v
+	}
+	hi, lo := bits.Mul64(uint64(v), to)
+	if hi >= from {
+		return max
+	}
+	r, _ := bits.Div64(hi, lo, from)
+	if r > uint64(max) {
+		return max
+	}
+	return int64(r)
+}
+
+// ceilDiv is ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b uint64) int64 {
+	return int64(a/b) + int64(min(a%b, 1))
+}
+
+// bucket is the token bucket of a reject rule.
+
+// initBucket makes s a full bucket at now.
+func (l *limit) initBucket(s *state, now int64) {
+	s.a, s.b, s.scale = int64(l.full), now, l.q
+}
+
+// refill brings s up to now: converts it to l's units, clamps it to l's capacity and adds the
+// tokens earned since it was last counted. A now earlier than the last count adds nothing.
+func (l *limit) refill(s *state, now int64) {
+	if s.scale != l.q {
+		s.a = rescale(s.a, s.scale, l.q, int64(l.full))
+		s.scale = l.q
+	}
+	if uint64(s.a) > l.full {
+		s.a = int64(l.full)
+	}
+	el := now - s.b
+	if el <= 0 {
+		return
+	}
+	s.b = now
+	if el >= l.ttf {
+		s.a = int64(l.full)
+		return
+	}
+	// el < ttf, so el*p < full+p: no overflow in uint64.
+	s.a = int64(min(uint64(s.a)+uint64(el)*l.p, l.full))
+}
+
+// take takes n tokens from the refilled bucket s. When it cannot, it consumes nothing and
+// returns false and the time until the n tokens would be there.
+func (l *limit) take(s *state, n int64) (bool, int64) {
+	if l.count == 0 || n > l.count+l.burst {
+		return false, l.dur // never possible: try again a duration later
+	}
+	need := uint64(n) * l.q // n <= count+burst, so need <= full
+	if uint64(s.a) >= need {
+		s.a -= int64(need)
+		return true, 0
+	}
+	return false, ceilDiv(need-uint64(s.a), l.p)
+}
+
+// refund gives n tokens back to the refilled bucket s, never above its capacity.
+func (l *limit) refund(s *state, n int64) {
+	if l.count == 0 {
+		return
+	}
+	n = min(n, l.count+l.burst)
+	s.a = int64(min(uint64(s.a)+uint64(n)*l.q, l.full))
+}
+
+// remaining is the whole tokens left in the refilled bucket s.
+func (l *limit) remaining(s *state) int64 { return s.a / int64(l.q) }
+
+// resetAfter is the time until the refilled bucket s is full.
+func (l *limit) resetAfter(s *state) int64 {
+	if l.p == 0 {
+		return 0
+	}
+	return ceilDiv(l.full-uint64(s.a), l.p)
+}
+
+// throttle: requests of one value spaced dur/count apart.
+
+// initThrottle makes s a throttle with its next slot at now.
+func (l *limit) initThrottle(s *state, now int64) {
+	s.a, s.b, s.scale = now, 0, uint64(max(l.count, 1))
+}
+
+// advance converts s to l's count and moves a next slot in the past to now (a throttle keeps no
+// credit for idle time).
+func (l *limit) advance(s *state, now int64) {
+	c := uint64(max(l.count, 1))
+	if s.scale != c {
+		s.b = rescale(s.b, s.scale, c, int64(c-1))
+		s.scale = c
+	}
+	if s.a < now {
+		s.a, s.b = now, 0
+	}
+}
+
+// wait is the time from now until the next slot of the advanced throttle s, rounded up to the
+// nanosecond.
+func (l *limit) wait(s *state, now int64) int64 {
+	return s.a - now + min(s.b, 1)
+}
+
+// reserve reserves n slots of the advanced throttle s from its next slot on, if the wait for it
+// is at most maxWait. It returns whether it did and the wait; it reserves nothing when it
+// returns false.
+func (l *limit) reserve(s *state, now, n, maxWait int64) (bool, int64) {
+	w := l.wait(s, now)
+	if l.count == 0 {
+		return false, l.dur
+	}
+	if w > maxWait {
+		return false, w
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(l.dur))
+	if hi != 0 || lo > math.MaxInt64-uint64(s.b) {
+		return false, w
+	}
+	total := lo + uint64(s.b)
+	c := uint64(l.count)
+	adv := total / c
+	if adv > uint64(math.MaxInt64-s.a) {
+		return false, w
+	}
+	s.a += int64(adv)
+	s.b = int64(total % c)
+	return true, w
+}
+
+// freeSlots is how many single requests the advanced throttle s admits now within maxWait.
+func (l *limit) freeSlots(s *state, now, maxWait int64) int64 {
+	if l.count == 0 {
+		return 0
+	}
+	room := now + maxWait - s.a
+	if room < 0 || (room == 0 && s.b > 0) {
+		return 0
+	}
+	// slots start at a + b/c + k*dur/c, k >= 0; count those at or before now+maxWait.
+	hi, lo := bits.Mul64(uint64(room), uint64(l.count))
+	if hi != 0 || lo < uint64(s.b) {
+		if hi == 0 {
+			return 0
+		}
+		return math.MaxInt64
+	}
+	return int64((lo-uint64(s.b))/uint64(l.dur)) + 1
+}

@@ -1,0 +1,352 @@
+package hotparam
+
+import (
+	"cmp"
+	"slices"
+)
+
+// op is one value's check of one rule within a Check call.
+type op struct {
+	seq     int // position in the call's order: entries, then their rules, then values
+	entry   int // index of the entry
+	rs      *ruleState
+	value   string
+	hits    int64 // >= 1
+	release bool
+	// released: the release was applied (a call that starts again on a Remote failure does not
+	// apply it twice)
+	released bool
+	remote   bool // a cluster rule checked by the Remote (unless falling back to local state)
+	// Set while the op runs on local state:
+	lim     *limit
+	sh      *shard
+	shard   int // index of sh in its store
+	hash    uint64
+	slot    int32
+	saved   state // the value's state before this op changed it, to undo it
+	leases  int   // concurrency: the value's lease count before this op's acquire
+	applied bool  // this op consumed (undone if the call is blocked)
+	blocked bool  // this op's own limit was exceeded
+	wait    int64 // throttle: ns until the request's slot
+	retry   int64 // when blocked: ns until it could pass
+}
+
+// collect appends to ops one op per entry, rule of its resource and param value, and returns
+// them with the number of ops for the Remote.
+func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int) {
+	remote := 0
+	for ei := range entries {
+		e := &entries[ei]
+		idx := l.byResource[e.Resource]
+		if len(idx) == 0 {
+			continue
+		}
+		hits := e.Hits
+		if hits <= 0 {
+			hits = 1
+		}
+		for _, ri := range idx {
+			rs := l.compiled[ri]
+			if rs.kind == kindConcurrency && opt.SkipConcurrency {
+				continue
+			}
+			if e.Release && rs.kind != kindConcurrency && !(rs.kind == kindReject && rs.rule.Refund) {
+				continue // this rule ignores releases
+			}
+			isRemote := rs.rule.Cluster && l.opts.Remote != nil
+			for pi := range e.Params {
+				p := &e.Params[pi]
+				if p.Name != rs.rule.Param {
+					continue
+				}
+				for _, v := range p.Values {
+					ops = append(ops, op{seq: len(ops), entry: ei, rs: rs, value: v, hits: hits,
+						release: e.Release, remote: isRemote})
+					if isRemote {
+						remote++
+					}
+				}
+			}
+		}
+	}
+	return ops, remote
+}
+
+// active reports whether o runs on local state in this pass (fb: cluster rules fall back to it).
+func (o *op) active(fb bool) bool { return !o.remote || fb }
+
+func byLockOrder(a, b op) int {
+	if c := cmp.Compare(a.rs.store.id, b.rs.store.id); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.shard, b.shard)
+}
+
+// lock locks the shards of the active ops in a fixed order (store, then shard), so that
+// concurrent calls, also of Limiters sharing stores after a reload, cannot deadlock; then it
+// finds or creates each op's value and pins it so that the call's own inserts cannot evict it.
+func (l *Limiter) lock(now int64, ops []op, fb bool) {
+	for i := range ops {
+		o := &ops[i]
+		if !o.active(fb) {
+			o.sh = nil
+			continue
+		}
+		o.lim = o.rs.limitOf(o.value, fb && o.remote)
+		h := o.rs.store.hash(o.value)
+		o.shard = int(h & o.rs.store.mask)
+		o.sh = &o.rs.store.shards[o.shard]
+		o.hash = h
+	}
+	slices.SortStableFunc(ops, byLockOrder)
+	var prev *shard
+	for i := range ops {
+		if sh := ops[i].sh; sh != nil && sh != prev {
+			sh.mu.Lock()
+			prev = sh
+		}
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil {
+			continue
+		}
+		slot, created := o.sh.get(o.value, o.hash)
+		o.slot = slot
+		sl := &o.sh.slots[slot]
+		sl.pinned = true
+		if created {
+			switch o.rs.kind {
+			case kindReject:
+				o.lim.initBucket(&sl.st, now)
+			case kindThrottle:
+				o.lim.initThrottle(&sl.st, now)
+			}
+			sl.st.win = uint32(now / o.rs.window)
+		}
+	}
+}
+
+// unlock unpins the ops' values and unlocks their shards.
+func unlock(ops []op) {
+	var prev *shard
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil {
+			continue
+		}
+		o.sh.slots[o.slot].pinned = false
+		if o.sh != prev {
+			o.sh.mu.Unlock()
+			prev = o.sh
+		}
+	}
+}
+
+// maxWait is the longest a throttled op of rs may wait: its MaxQueueingTime, cut to the deadline.
+func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
+	w := rs.maxQ
+	if !opt.Deadline.IsZero() {
+		w = min(w, opt.Deadline.UnixNano()-now)
+	}
+	return w
+}
+
+// eval runs the active ops on their locked states, applying each that passes. It reports whether
+// an op of a rule that is not a shadow rule blocked. Releases are applied and never block.
+func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
+	blocked := false
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil {
+			continue
+		}
+		o.applied, o.blocked, o.wait, o.retry = false, false, 0, 0
+		s := &o.sh.slots[o.slot].st
+		ok := true
+		switch o.rs.kind {
+		case kindReject:
+			o.lim.refill(s, now)
+			if o.release {
+				if !o.released {
+					o.lim.refund(s, o.hits)
+					o.released = true
+				}
+				continue
+			}
+			o.saved = *s
+			ok, o.retry = o.lim.take(s, o.hits)
+		case kindThrottle:
+			o.lim.advance(s, now)
+			o.saved = *s
+			mw := maxWait(o.rs, now, opt)
+			ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			if !ok {
+				o.retry = max(o.wait-max(mw, 0), 1)
+				o.wait = 0
+			}
+		case kindConcurrency:
+			o.sh.prune(o.slot, now)
+			if o.release {
+				if !o.released {
+					o.sh.release(o.slot, o.hits)
+					o.released = true
+				}
+				continue
+			}
+			o.saved = *s
+			o.leases = len(o.sh.leases[o.slot])
+			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease)
+		}
+		if ok {
+			o.applied = true
+			continue
+		}
+		o.blocked = true
+		if !o.rs.rule.Shadow {
+			blocked = true
+		}
+	}
+	return blocked
+}
+
+// undo restores the states the applied ops changed, in reverse order.
+func undo(ops []op) {
+	for i := len(ops) - 1; i >= 0; i-- {
+		o := &ops[i]
+		if o.sh == nil || !o.applied {
+			continue
+		}
+		o.sh.slots[o.slot].st = o.saved
+		if o.rs.kind == kindConcurrency {
+			o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leases])
+		}
+		o.applied = false
+	}
+}
+
+// finish counts the outcome in the values' window counters, fills the statuses and forgets
+// concurrency values with nothing in flight. Requires the ops locked.
+func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) {
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil {
+			continue
+		}
+		if !o.release {
+			count(&o.sh.slots[o.slot].st, uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
+		}
+		if st != nil && !o.rs.rule.Shadow {
+			c := l.status(now, o, opt)
+			offer(&st[o.entry], c)
+		}
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil || o.rs.kind != kindConcurrency {
+			continue
+		}
+		sl := &o.sh.slots[o.slot]
+		if sl.where != inFree && sl.st.a == 0 {
+			o.sh.remove(o.slot)
+		}
+	}
+}
+
+// count adds one request to s's counters of window w.
+func count(s *state, w uint32, passed, blocked bool) {
+	if s.win != w {
+		if s.win+1 == w {
+			s.prevPassed, s.prevBlocked = s.passed, s.blocked
+		} else {
+			s.prevPassed, s.prevBlocked = 0, 0
+		}
+		s.passed, s.blocked, s.win = 0, 0, w
+	}
+	if passed && s.passed < ^uint32(0) {
+		s.passed++
+	}
+	if blocked && s.blocked < ^uint32(0) {
+		s.blocked++
+	}
+}
+
+// status is o's limit as it stands, for rate-limit headers.
+func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
+	s := &o.sh.slots[o.slot].st
+	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.rule.Duration}
+	switch o.rs.kind {
+	case kindReject:
+		c.Remaining = o.lim.remaining(s)
+		c.ResetAfter = durationOf(o.lim.resetAfter(s))
+	case kindThrottle:
+		mw := max(maxWait(o.rs, now, opt), 0)
+		c.Remaining = o.lim.freeSlots(s, now, mw)
+		c.ResetAfter = durationOf(max(o.lim.wait(s, now), 0))
+	case kindConcurrency:
+		c.Duration = 0
+		c.Remaining = max(o.lim.count-s.a, 0)
+	}
+	if o.blocked {
+		c.RetryAfter = durationOf(o.retry)
+	}
+	return c
+}
+
+// offer makes c the entry's status if it is tighter: a blocked limit before one that passed,
+// then the least remaining.
+func offer(cur *Status, c Status) {
+	switch {
+	case cur.Rule < 0:
+	case (c.RetryAfter > 0) != (cur.RetryAfter > 0):
+		if c.RetryAfter == 0 {
+			return
+		}
+	case c.Remaining >= cur.Remaining:
+		return
+	}
+	*cur = c
+}
+
+// decide fills d's Block (when !allowed), Shadow and Wait (when allowed) from the local ops
+// and returns the call positions of the ops they came from (-1 for none).
+func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int) {
+	blockSeq, shadowSeq = -1, -1
+	for i := range ops {
+		o := &ops[i]
+		if o.sh == nil {
+			continue
+		}
+		if allowed && o.wait > int64(d.Wait) {
+			d.Wait = durationOf(o.wait)
+		}
+		if !o.blocked {
+			continue
+		}
+		if o.rs.rule.Shadow {
+			if shadowSeq < 0 || o.seq < shadowSeq {
+				d.ShadowBlocked, d.Shadow, shadowSeq = true, blockOf(o), o.seq
+			}
+			continue
+		}
+		if !allowed && (blockSeq < 0 || o.seq < blockSeq) {
+			d.Block, blockSeq = blockOf(o), o.seq
+		}
+	}
+	return blockSeq, shadowSeq
+}
+
+func blockOf(o *op) Block {
+	return Block{Entry: o.entry, Rule: o.rs.index, Param: o.rs.rule.Param, Value: o.value,
+		Reason: reasonOf(o.rs.kind), RetryAfter: durationOf(o.retry)}
+}
+
+func reasonOf(k kind) Reason {
+	switch k {
+	case kindThrottle:
+		return ReasonThrottle
+	case kindConcurrency:
+		return ReasonConcurrency
+	}
+	return ReasonQPS
+}

@@ -1,0 +1,176 @@
+package hotparam
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// identity is what a rule's state belongs to: a reload keeps the state of a rule whose identity
+// is unchanged, whatever its thresholds.
+type identity struct {
+	resource string
+	param    string
+	grade    Grade
+	behavior Behavior
+	duration time.Duration
+	cluster  bool
+}
+
+func identityOf(r *Rule) identity {
+	return identity{r.Resource, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster}
+}
+
+// ruleState is a rule compiled for checking, with the state of its values.
+type ruleState struct {
+	rule  Rule
+	index int
+	kind  kind
+	def   limit             // for values without an exception item
+	items map[string]*limit // exception items; nil when none
+	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
+	// (counts divided by Options.Replicas).
+	fbDef   limit
+	fbItems map[string]*limit
+	lease   int64 // ns
+	maxQ    int64 // ns
+	window  int64 // ns, of the Top counters
+	store   *store
+	id      string // RemoteOp.RuleID
+	ident   identity
+	nth     int // how many earlier rules of the set share ident
+}
+
+// limitOf returns the threshold for value v; fallback selects a cluster rule's local fallback.
+func (rs *ruleState) limitOf(v string, fallback bool) *limit {
+	def, items := &rs.def, rs.items
+	if fallback {
+		def, items = &rs.fbDef, rs.fbItems
+	}
+	if items != nil {
+		if l, ok := items[v]; ok {
+			return l
+		}
+	}
+	return def
+}
+
+// compile checks and precomputes rule i. It does not give it a store.
+func compile(i int, r Rule, replicas int, nth int) (*ruleState, error) {
+	rs := &ruleState{rule: r, index: i, ident: identityOf(&r), nth: nth}
+	wrap := func(err error) error {
+		return fmt.Errorf("hotparam: rule %d (resource %q, param %q): %w", i, r.Resource, r.Param, err)
+	}
+	switch {
+	case r.Grade == Concurrency:
+		rs.kind = kindConcurrency
+	case r.Grade != QPS:
+		return nil, wrap(fmt.Errorf("unknown grade %d", r.Grade))
+	case r.Behavior == Throttle:
+		rs.kind = kindThrottle
+	case r.Behavior != Reject:
+		return nil, wrap(fmt.Errorf("unknown behavior %d", r.Behavior))
+	}
+	if r.Capacity < 0 || r.Lease < 0 || r.MaxQueueingTime < 0 {
+		return nil, wrap(fmt.Errorf("negative capacity, lease or max queueing time"))
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	build := func(count int64) (limit, limit, error) {
+		l, err := newLimit(rs.kind, count, r.Burst, r.Duration)
+		if err != nil || !r.Cluster {
+			return l, l, err
+		}
+		n := int64(replicas)
+		fb, err := newLimit(rs.kind, (count+n-1)/n, (r.Burst+n-1)/n, r.Duration)
+		return l, fb, err
+	}
+	var err error
+	if rs.def, rs.fbDef, err = build(r.Count); err != nil {
+		return nil, wrap(err)
+	}
+	if len(r.Items) > 0 {
+		rs.items = make(map[string]*limit, len(r.Items))
+		if r.Cluster {
+			rs.fbItems = make(map[string]*limit, len(r.Items))
+		}
+		for v, c := range r.Items {
+			l, fb, err := build(c)
+			if err != nil {
+				return nil, wrap(fmt.Errorf("item %q: %w", v, err))
+			}
+			rs.items[v] = &l
+			if r.Cluster {
+				rs.fbItems[v] = &fb
+			}
+		}
+	}
+	rs.lease = int64(r.Lease)
+	if rs.lease == 0 {
+		rs.lease = int64(DefaultLease)
+	}
+	rs.maxQ = int64(r.MaxQueueingTime)
+	rs.window = int64(time.Second)
+	if rs.kind != kindConcurrency {
+		rs.window = max(int64(r.Duration), rs.window)
+	}
+	rs.id = strconv.Quote(r.Resource) + "|" + strconv.Quote(r.Param) + "|" +
+		strconv.Itoa(int(r.Grade)) + "|" + strconv.Itoa(int(r.Behavior)) + "|" +
+		strconv.FormatInt(int64(r.Duration), 10) + "|" + strconv.Itoa(nth)
+	return rs, nil
+}
+
+// capacity is the rule's Capacity or the default.
+func (rs *ruleState) capacity() int {
+	if rs.rule.Capacity > 0 {
+		return rs.rule.Capacity
+	}
+	return DefaultCapacity
+}
+
+// build compiles rules, taking the store of each rule from old (matched by identity and order)
+// or making a fresh one.
+func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
+	l := &Limiter{rules: rules, opts: opts, byResource: make(map[string][]int32)}
+	if old != nil && old.seq != nil {
+		l.seq = old.seq
+	} else {
+		l.seq = new(atomic.Uint64)
+	}
+	type key struct {
+		id  identity
+		nth int
+	}
+	var kept map[key]*store
+	if old != nil {
+		kept = make(map[key]*store, len(old.compiled))
+		for _, rs := range old.compiled {
+			kept[key{rs.ident, rs.nth}] = rs.store
+		}
+	}
+	seen := make(map[identity]int, len(rules))
+	l.compiled = make([]*ruleState, len(rules))
+	for i, r := range rules {
+		id := identityOf(&r)
+		nth := seen[id]
+		seen[id] = nth + 1
+		rs, err := compile(i, r, opts.Replicas, nth)
+		if err != nil {
+			return nil, err
+		}
+		l.compiled[i] = rs
+		l.byResource[r.Resource] = append(l.byResource[r.Resource], int32(i))
+	}
+	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
+	for _, rs := range l.compiled {
+		if st, ok := kept[key{rs.ident, rs.nth}]; ok {
+			rs.store = st
+			st.setCapacity(rs.capacity())
+			continue
+		}
+		rs.store = newStore(l.seq.Add(1), rs.capacity())
+	}
+	return l, nil
+}
