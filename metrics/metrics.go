@@ -25,6 +25,9 @@ type Options struct {
 	// RuleStats returns the hot-param rules in force and their counters; it is called at scrape
 	// time. Nil means no per-rule metrics.
 	RuleStats func() ([]hotparam.Rule, []hotparam.RuleStats)
+	// BreakerOpen reports whether calls to the shared store are suspended after failures; it is
+	// called at scrape time. Nil means there is no shared store (the gauge reads 0).
+	BreakerOpen func() bool
 	// NoRuntime leaves out the Go runtime and process collectors.
 	NoRuntime bool
 }
@@ -53,7 +56,7 @@ type Metrics struct {
 	redisCalls    *prometheus.CounterVec
 	redisLatency  prometheus.Histogram
 	redisFallback *prometheus.CounterVec
-	redisBreaker  prometheus.Gauge
+	redisBreaker  prometheus.GaugeFunc
 }
 
 // New builds Metrics with a fresh registry.
@@ -108,9 +111,14 @@ func New(opts Options) *Metrics {
 			Name: "extauthz_redis_fallbacks_total",
 			Help: "Checks answered by the fallback policy (local, allow, deny) because the shared store failed.",
 		}, []string{"policy"}),
-		redisBreaker: prometheus.NewGauge(prometheus.GaugeOpts{
+		redisBreaker: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "extauthz_redis_breaker_open",
 			Help: "1 while calls to the shared store are suspended after failures.",
+		}, func() float64 {
+			if opts.BreakerOpen != nil && opts.BreakerOpen() {
+				return 1
+			}
+			return 0
 		}),
 	}
 	empty := map[string]struct{}{}
@@ -215,15 +223,6 @@ func (m *Metrics) RedisCall(latency time.Duration, err error) {
 func (m *Metrics) RedisFallback(policy string) {
 	if c, err := m.redisFallback.GetMetricWithLabelValues(policy); err == nil {
 		c.Inc()
-	}
-}
-
-// RedisBreaker records whether calls to the shared store are suspended.
-func (m *Metrics) RedisBreaker(open bool) {
-	if open {
-		m.redisBreaker.Set(1)
-	} else {
-		m.redisBreaker.Set(0)
 	}
 }
 

@@ -230,12 +230,12 @@ func TestRuleCollector(t *testing.T) {
 }
 
 func TestRedisHooks(t *testing.T) {
-	m := New(Options{NoRuntime: true})
+	open := true
+	m := New(Options{NoRuntime: true, BreakerOpen: func() bool { return open }})
 	m.RedisCall(time.Millisecond, nil)
 	m.RedisCall(2*time.Millisecond, errors.New("timeout"))
 	m.RedisCall(time.Millisecond, errors.New("timeout"))
 	m.RedisFallback("local")
-	m.RedisBreaker(true)
 	m.LogDropped()
 	tests := []struct {
 		name   string
@@ -253,9 +253,16 @@ func TestRedisHooks(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
 		}
 	}
-	m.RedisBreaker(false)
+	open = false
 	if got := counter(t, m, "extauthz_redis_breaker_open", nil); got != 0 {
 		t.Errorf("breaker after close = %v, want 0", got)
+	}
+}
+
+func TestNoBreaker(t *testing.T) {
+	m := New(Options{NoRuntime: true})
+	if got := counter(t, m, "extauthz_redis_breaker_open", nil); got != 0 {
+		t.Errorf("breaker without a store = %v, want 0", got)
 	}
 }
 
