@@ -1,0 +1,205 @@
+package rulestore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// These tests run Run against a real directory and the real clock: they wait for the watcher
+// with generous deadlines instead of fixed sleeps.
+
+const waitFor = 5 * time.Second
+
+// runStore starts s.Run and returns a stop func that cancels it and checks that it returns.
+func runStore(t *testing.T, s *Store) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		case <-time.After(waitFor):
+			t.Errorf("Run did not return within %v of cancel", waitFor)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitVersion polls Current until its version is want or the deadline passes.
+func waitVersion(t *testing.T, s *Store, want uint64) *Set {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		set := s.Current()
+		if set.Version == want {
+			return set
+		}
+		if set.Version > want || time.Now().After(deadline) {
+			t.Fatalf("version %d, want %d within %v", set.Version, want, waitFor)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLastError polls LastError until it is set or the deadline passes.
+func waitLastError(t *testing.T, s *Store) *LoadError {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		if le := s.LastError(); le != nil {
+			return le
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no LastError within %v", waitFor)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunRenameWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	writeFile(t, path, orderRules(1, 1))
+	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	stop := runStore(t, s)
+
+	// An editor's save: write a temporary file, rename it over the rules file.
+	tmp := filepath.Join(dir, ".rules.yaml.swp")
+	writeFile(t, tmp, orderRules(7, 1))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	set := waitVersion(t, s, 2)
+	if got := set.Rules.ParamFlow[0].Count; got != 7 {
+		t.Errorf("count %d after rename, want 7", got)
+	}
+
+	// A second save through the new inode is seen too (the directory is watched, not the file).
+	writeFile(t, tmp, orderRules(8, 1))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitVersion(t, s, 3).Rules.ParamFlow[0].Count; got != 8 {
+		t.Errorf("count %d after second rename, want 8", got)
+	}
+
+	// An invalid save keeps the rules in force.
+	writeFile(t, path, "param_flow: [{resource: r}]\n")
+	le := waitLastError(t, s)
+	if got := s.Current(); got.Version != 3 || got.Rules.ParamFlow[0].Count != 8 {
+		t.Errorf("after invalid save: version %d, count %d; want 3, 8", got.Version, got.Rules.ParamFlow[0].Count)
+	}
+	if le.Message == "" {
+		t.Error("LastError has no message")
+	}
+	stop()
+}
+
+func TestRunConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	// The layout of a mounted ConfigMap: rules.yaml -> ..data/rules.yaml, ..data -> ..2026_x.
+	mkData := func(name, content string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, name, "rules.yaml"), content)
+	}
+	mkData("..2026_x", orderRules(1, 1))
+	if err := os.Symlink("..2026_x", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.Symlink(filepath.Join("..data", "rules.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	runStore(t, s)
+
+	// The update: a new timestamped directory, a new ..data_tmp symlink renamed over ..data,
+	// then the old directory removed.
+	swap := func(from, to, content string) {
+		t.Helper()
+		mkData(to, content)
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(to, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(dir, from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap("..2026_x", "..2026_y", orderRules(4, 1))
+	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 4 {
+		t.Errorf("count %d after the first swap, want 4", got)
+	}
+	swap("..2026_y", "..2026_z", orderRules(5, 1))
+	if got := waitVersion(t, s, 3).Rules.ParamFlow[0].Count; got != 5 {
+		t.Errorf("count %d after the second swap, want 5", got)
+	}
+}
+
+func TestRunSymlinkToFileElsewhere(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "real.yaml")
+	writeFile(t, target, orderRules(1, 1))
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	runStore(t, s)
+	// Edit the target in place: only the target's directory sees that event (and if Run has
+	// not set its watches up yet, its start-up reload reads the new content).
+	writeFile(t, target, orderRules(6, 1))
+	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 6 {
+		t.Errorf("count %d after editing the target, want 6", got)
+	}
+}
+
+func TestRunDebouncesBursts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, orderRules(1, 1))
+	s, ev := newTestStore(t, Options{File: path, Debounce: 300 * time.Millisecond})
+	runStore(t, s)
+	time.Sleep(50 * time.Millisecond) // let Run's start-up reload (a no-op) pass
+	for n := 2; n <= 6; n++ {
+		writeFile(t, path, orderRules(n, 1))
+	}
+	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 6 {
+		t.Errorf("count %d after the burst, want the last write's 6", got)
+	}
+	time.Sleep(400 * time.Millisecond) // a second reload, if any, would have happened by now
+	if got := len(ev.all()); got != 2 {
+		t.Errorf("%d loads, want 2 (New and one for the burst)", got)
+	}
+}
+
+func TestRunWithoutFile(t *testing.T) {
+	s, _ := newTestStore(t, Options{})
+	stop := runStore(t, s)
+	stop()
+}
+
+func TestRunMissingDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone", "rules.yaml")
+	s, _ := newTestStore(t, Options{File: path, Optional: true})
+	if err := s.Run(context.Background()); err == nil {
+		t.Error("Run with a missing directory = nil, want an error")
+	}
+}
