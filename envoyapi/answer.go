@@ -1,0 +1,200 @@
+package envoyapi
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// Header names of the answers.
+const (
+	HeaderRetryAfter  = "retry-after"
+	HeaderLimit       = "x-ratelimit-limit"
+	HeaderRemaining   = "x-ratelimit-remaining"
+	HeaderReset       = "x-ratelimit-reset"
+	HeaderContentType = "content-type"
+	contentJSON       = "application/json"
+)
+
+// block describes what blocked a request (or would have, for a shadow rule), for logs and the
+// JSON body.
+type block struct {
+	kind     string // ResultAuthority or ResultParamFlow
+	rule     int
+	resource string
+	origin   string
+	param    string
+	value    string
+	reason   string
+}
+
+// appendBody appends the JSON body that tells the client what blocked it:
+// {"blocked":..,"rule":..,"resource":..,"origin":..,"param":..,"value":..,"reason":..};
+// param and value are left out for authority blocks.
+func appendBody(b []byte, bl *block) []byte {
+	b = append(b, `{"blocked":`...)
+	b = appendJSONString(b, bl.kind)
+	b = append(b, `,"rule":`...)
+	b = strconv.AppendInt(b, int64(bl.rule), 10)
+	b = append(b, `,"resource":`...)
+	b = appendJSONString(b, bl.resource)
+	b = append(b, `,"origin":`...)
+	b = appendJSONString(b, bl.origin)
+	if bl.kind == ResultParamFlow {
+		b = append(b, `,"param":`...)
+		b = appendJSONString(b, bl.param)
+		b = append(b, `,"value":`...)
+		b = appendJSONString(b, bl.value)
+	}
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, bl.reason)
+	return append(b, '}')
+}
+
+// errorBody is the JSON body of a request denied as malformed: {"error":..}.
+func errorBody(msg string) string {
+	b := append(make([]byte, 0, len(msg)+16), `{"error":`...)
+	b = appendJSONString(b, msg)
+	return string(append(b, '}'))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// reasonName names a hot-parameter block reason in bodies and logs.
+func reasonName(r hotparam.Reason) string {
+	switch r {
+	case hotparam.ReasonQPS:
+		return "qps"
+	case hotparam.ReasonThrottle:
+		return "throttle"
+	case hotparam.ReasonConcurrency:
+		return "concurrency"
+	}
+	return "none"
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// retryAfter is the retry-after of a block in seconds: rounded up, at least 1.
+func retryAfter(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
+
+// headerOption is a header that overwrites one of the same name, or is added.
+func headerOption(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: k, Value: v},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// rateHeaders appends the x-ratelimit-* headers of st.
+func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.HeaderValueOption {
+	return append(h,
+		headerOption(HeaderLimit, strconv.FormatInt(st.Limit, 10)),
+		headerOption(HeaderRemaining, strconv.FormatInt(max(st.Remaining, 0), 10)),
+		headerOption(HeaderReset, strconv.FormatInt(ceilSeconds(st.ResetAfter), 10)),
+	)
+}
+
+// units are the rate-limit units a limit is stated in, largest first.
+var units = [...]struct {
+	unit rlsv3.RateLimitResponse_RateLimit_Unit
+	d    time.Duration
+}{
+	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	{rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+}
+
+// currentLimit states count per d in a rate-limit unit: exactly, when d is one second, minute,
+// hour or day; otherwise the same rate in the largest unit where it is at least 1 per unit,
+// rounded down (the largest unit loses the least to rounding), moving to a smaller unit when
+// the number would not fit in 32 bits. A rate under one per day is 0 per DAY. A limit with no
+// duration (a concurrency limit) is count with the unit UNKNOWN.
+func currentLimit(count int64, d time.Duration) (uint32, rlsv3.RateLimitResponse_RateLimit_Unit) {
+	count = max(count, 0)
+	if d <= 0 {
+		return clamp32(count), rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+	}
+	for _, u := range units {
+		if d == u.d {
+			return clamp32(count), u.unit
+		}
+	}
+	for _, u := range units {
+		// count * u.d / d, exactly, in 128 bits.
+		hi, lo := bits.Mul64(uint64(count), uint64(u.d))
+		if hi >= uint64(d) {
+			continue // the quotient does not fit in 64 bits
+		}
+		n, _ := bits.Div64(hi, lo, uint64(d))
+		if n >= 1 && n <= math.MaxUint32 {
+			return uint32(n), u.unit
+		}
+		if n == 0 {
+			return 0, u.unit // under one per day (only DAY can give 0: it is tried first)
+		}
+	}
+	return math.MaxUint32, rlsv3.RateLimitResponse_RateLimit_SECOND // over 2^32-1 per second
+}
+
+func clamp32(n int64) uint32 {
+	if n > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	if n < 0 {
+		return 0
+	}
+	return uint32(n)
+}
