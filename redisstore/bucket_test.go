@@ -61,6 +61,15 @@ func TestBucket(t *testing.T) {
 			},
 		},
 		{
+			name: "a million per day: exact to the microsecond",
+			op:   hotparam.RemoteOp{RuleID: "r8", Value: "a", Count: 1e6, Duration: 24 * time.Hour},
+			steps: []step{
+				{0, 1e6, false, ok(0, 24*time.Hour, 0, 0)},
+				{86399 * time.Microsecond, 1, false, no(0, 24*time.Hour-86399*time.Microsecond, time.Microsecond)},
+				{86400 * time.Microsecond, 1, false, ok(0, 24*time.Hour, 0, 0)},
+			},
+		},
+		{
 			name: "count 0 blocks all",
 			op:   hotparam.RemoteOp{RuleID: "r5", Value: "a", Count: 0, Burst: 4, Duration: time.Second},
 			steps: []step{
@@ -125,5 +134,17 @@ func TestRedisClock(t *testing.T) {
 	}
 	if got.RetryAfter > 500*ms || got.RetryAfter < 500*ms-elapsed {
 		t.Errorf("RetryAfter: got %v, want within %v of 500ms", got.RetryAfter, elapsed)
+	}
+}
+
+func TestBucketCountChangeKeepsTokens(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	op := hotparam.RemoteOp{RuleID: "chg", Value: "v", Count: 4, Duration: time.Second, Hits: 2}
+	clk.set(0)
+	eval(t, s, op) // 2 of 4 left, stored in units of 1/250000 token
+	op.Count, op.Hits = 6, 1
+	got := eval(t, s, op)[0] // read in units of 1/500000 token: still 2, one taken
+	if want := ok(1, 5*time.Second/6+1, 0, 0); got != want {
+		t.Errorf("after the count changed from 4 to 6: got %+v, want %+v", got, want)
 	}
 }

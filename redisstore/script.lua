@@ -4,16 +4,19 @@
 -- ARGV[2]  nonce: unique per call, names the concurrency leases this call adds
 -- ARGV[3]  number of ops
 -- (flag 8, undo: remove the leases named by this nonce instead of the oldest)
--- then 9 fields per op:
+-- then 10 fields per op:
 --   key index (1-based into KEYS), kind (b bucket | t throttle | c concurrency),
---   count, burst, duration (us), max wait (ns), lease (us), hits, flags (1 release, 2 refund, 4 shadow)
+--   count, burst, duration (us), max wait (ns), lease (us), hits, flags (1 release, 2 refund, 4 shadow),
+--   rate (count and duration are reduced by their greatest common divisor: rate/duration is
+--   count per duration in lowest terms)
 --
 -- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns)}.
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
--- arithmetic of Lua is exact. Bucket tokens are scaled by the duration in microseconds: a bucket
--- of capacity C holds C*D units and gains count units per microsecond. A throttle schedule is a
--- time in microseconds plus a fraction frac/count.
+-- arithmetic of Lua is exact. Bucket tokens are scaled by the (reduced) duration D in
+-- microseconds: a bucket of capacity C holds C*D units and gains rate units per microsecond. A
+-- throttle schedule is a time in microseconds plus a fraction y/rate. Each state stores its scale;
+-- a state read with another scale (the rule's count changed) is converted, rounding down.
 
 local function idiv(a, b)
   local q = math.floor(a / b)
@@ -46,12 +49,13 @@ local n = tonumber(ARGV[3])
 
 local ops = {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 9
+  local b = 3 + (i - 1) * 10
   local f = tonumber(ARGV[b + 9])
   ops[i] = {
     k = tonumber(ARGV[b + 1]), kind = ARGV[b + 2],
     count = tonumber(ARGV[b + 3]), burst = tonumber(ARGV[b + 4]), dur = tonumber(ARGV[b + 5]),
     maxwait = tonumber(ARGV[b + 6]), lease = tonumber(ARGV[b + 7]), hits = tonumber(ARGV[b + 8]),
+    rate = tonumber(ARGV[b + 10]),
     release = f % 2 == 1, refund = math.floor(f / 2) % 2 == 1, shadow = math.floor(f / 4) % 2 == 1,
     undo = math.floor(f / 8) % 2 == 1,
   }
@@ -75,8 +79,14 @@ local function load(op)
   else
     local v = redis.call('GET', key)
     if v then
-      local a, b = string.match(v, '^(%d+) (%d+)$')
+      local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
       s.x, s.y = tonumber(a), tonumber(b)
+      local old = tonumber(c)
+      if op.kind == 'b' and old ~= op.dur then
+        s.x = math.floor(s.x / old * op.dur)
+      elseif op.kind == 't' and old ~= op.rate then
+        s.y = math.floor(s.y / old * op.rate)
+      end
     end
   end
   base[op.k] = s
@@ -98,7 +108,7 @@ local function refill(s, op)
   else
     local el = now - s.y
     if el < 0 then el = 0 end
-    if el >= cdiv(cap - s.x, op.count) then s.x = cap else s.x = s.x + el * op.count end
+    if el >= cdiv(cap - s.x, op.rate) then s.x = cap else s.x = s.x + el * op.rate end
   end
   s.y = now
   return cap
@@ -122,12 +132,12 @@ local function bucket(s, op, r)
     s.dirty = true
   else
     r.allowed = 0
-    r.retry = ns(op.hits * op.dur - s.x, op.count)
+    r.retry = ns(op.hits * op.dur - s.x, op.rate)
   end
   r.remaining = math.floor(s.x / op.dur)
-  s.cap = cap
-  r.reset = ns(cap - s.x, op.count)
-  s.full = cdiv(cap - s.x, op.count)
+  s.cap, s.scale = cap, op.dur
+  r.reset = ns(cap - s.x, op.rate)
+  s.full = cdiv(cap - s.x, op.rate)
 end
 
 -- Throttle: x = microseconds, y = fraction in 1/count of the instant the schedule is free.
@@ -138,20 +148,20 @@ local function throttle(s, op, r)
   end
   if s.x == nil or s.x < now or (s.x == now and s.y == 0) then
     s.x, s.y = now, 0
-  elseif s.y >= op.count then
-    local q, m = idiv(s.y, op.count)
+  elseif s.y >= op.rate then
+    local q, m = idiv(s.y, op.rate)
     s.x, s.y = s.x + q, m
   end
-  local q, m = idiv(op.hits * op.dur, op.count)
+  local q, m = idiv(op.hits * op.dur, op.rate)
   if op.release then
     if op.refund then
       local x, y = s.x - q, s.y - m
-      if y < 0 then x, y = x - 1, y + op.count end
+      if y < 0 then x, y = x - 1, y + op.rate end
       if x < now then x, y = now, 0 end
       s.x, s.y, s.dirty = x, y, true
     end
   else
-    local wait = (s.x - now) * 1000 + cdiv(s.y * 1000, op.count)
+    local wait = (s.x - now) * 1000 + cdiv(s.y * 1000, op.rate)
     if wait > op.maxwait then
       r.allowed = 0
       r.retry = wait - op.maxwait
@@ -159,13 +169,14 @@ local function throttle(s, op, r)
       r.wait = wait
       local y = s.y + m
       s.x = s.x + q
-      if y >= op.count then s.x, y = s.x + 1, y - op.count end
+      if y >= op.rate then s.x, y = s.x + 1, y - op.rate end
       s.y, s.dirty = y, true
     end
   end
-  local ahead = (s.x - now) * op.count + s.y
-  r.reset = ns(ahead, op.count)
-  local room = math.floor(op.maxwait / 1000) * op.count - ahead
+  s.scale = op.rate
+  local ahead = (s.x - now) * op.rate + s.y
+  r.reset = ns(ahead, op.rate)
+  local room = math.floor(op.maxwait / 1000) * op.rate - ahead
   if r.allowed == 1 and room >= 0 then r.remaining = math.floor(room / op.dur) + 1 end
 end
 
@@ -256,13 +267,13 @@ local function write(key, s)
     if s.x >= s.cap then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, string.format('%d %d', s.x, s.y), 'PX', string.format('%d', cdiv(s.full, 1000)))
+      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PX', string.format('%d', cdiv(s.full, 1000)))
     end
   else
     if s.x < now or (s.x == now and s.y == 0) then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, string.format('%d %d', s.x, s.y), 'PX', string.format('%d', cdiv(s.x - now + 1, 1000)))
+      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PX', string.format('%d', cdiv(s.x - now + 1, 1000)))
     end
   end
 end
