@@ -294,7 +294,7 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 }
 
 // offer makes c the entry's status if it is tighter: a blocked limit before one that passed,
-// then the least remaining.
+// then the least remaining, then the first rule.
 func offer(cur *Status, c Status) {
 	switch {
 	case cur.Rule < 0:
@@ -302,7 +302,7 @@ func offer(cur *Status, c Status) {
 		if c.RetryAfter == 0 {
 			return
 		}
-	case c.Remaining >= cur.Remaining:
+	case c.Remaining > cur.Remaining || (c.Remaining == cur.Remaining && c.Rule >= cur.Rule):
 		return
 	}
 	*cur = c
