@@ -1,0 +1,168 @@
+package hotparam
+
+import (
+	"testing"
+	"time"
+)
+
+func TestReloadKeepsStateOnThresholdChange(t *testing.T) {
+	on := func(res string, r Rule) Rule { r.Resource = res; return r }
+	req := func(res string, hits int64) Entry {
+		return Entry{Resource: res, Params: []Param{{Name: "p", Values: []string{"v"}}}, Hits: hits}
+	}
+	l := mustNew(t, on("a", qps(10, time.Second)), on("b", conc(5, 0)), on("c", throttle(10, time.Second, time.Second)))
+	for _, e := range []Entry{req("a", 9), req("b", 4), req("c", 3)} {
+		if d, _ := check(l, t0, e); !d.Allowed {
+			t.Fatalf("%+v blocked: %+v", e, d)
+		}
+	}
+	// Every threshold changes; no identity does.
+	a2 := on("a", qps(10, time.Second))
+	a2.Burst, a2.Capacity, a2.Refund = 5, 50, true
+	b2 := on("b", conc(6, time.Hour))
+	c2 := on("c", throttle(10, time.Second, 2*time.Second))
+	l2, err := l.Reload([]Rule{a2, b2, c2}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []struct {
+		e         Entry
+		allowed   bool
+		remaining int64
+		wait      time.Duration
+	}{
+		{req("a", 1), true, 0, 0},                       // 1 token left: the larger capacity gave nothing
+		{req("b", 2), true, 0, 0},                       // 4 in flight kept, 6 allowed now
+		{req("c", 1), true, 17, 300 * time.Millisecond}, // slots 0-200ms taken; 2s of queueing now: 400ms..2s free
+	} {
+		d, st := check(l2, t0, s.e)
+		if d.Allowed != s.allowed || st[0].Rule != i || st[0].Remaining != s.remaining || d.Wait != s.wait {
+			t.Fatalf("step %d: %+v %+v, want allowed %v remaining %d wait %v", i, d, st[0], s.allowed, s.remaining, s.wait)
+		}
+	}
+	if got := l2.Stats()[1].Tracked; got != 1 {
+		t.Fatalf("concurrency tracked %d, want 1", got)
+	}
+}
+
+func TestReloadClampsToLowerCapacity(t *testing.T) {
+	l := mustNew(t, qps(10, time.Second))
+	check(l, t0, one("v", 2)) // 8 left
+	l2, err := l.Reload([]Rule{qps(3, time.Second)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		at        time.Duration
+		hits      int64
+		allowed   bool
+		remaining int64
+	}{
+		{0, 4, false, 3}, // clamped to the new capacity of 3
+		{0, 3, true, 0},
+		{time.Second / 3, 1, false, 0}, // a token every 333333333.3ns now
+		{time.Second/3 + 1, 1, true, 0},
+	}
+	for i, s := range steps {
+		d, st := check(l2, at(s.at), one("v", s.hits))
+		if d.Allowed != s.allowed || st[0].Remaining != s.remaining {
+			t.Fatalf("step %d: allowed %v remaining %d, want %v %d", i, d.Allowed, st[0].Remaining, s.allowed, s.remaining)
+		}
+	}
+	// The old Limiter shares the state and stays usable with its own threshold: no fresh tokens.
+	if d, _ := check(l, at(time.Second/3+1), one("v", 1)); d.Allowed {
+		t.Fatal("the old Limiter handed out a token the new one spent")
+	}
+}
+
+func TestReloadItemChangeKeepsTokens(t *testing.T) {
+	r := qps(10, time.Second)
+	l := mustNew(t, r)
+	check(l, t0, one("v", 7)) // 3 left
+	r.Items = map[string]int64{"v": 4}
+	l2, err := l.Reload([]Rule{r}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st := check(l2, t0, one("v", 1))
+	if st[0].Remaining != 2 || st[0].Limit != 4 {
+		t.Fatalf("status %+v, want limit 4 with 2 left", st[0])
+	}
+}
+
+func TestReloadResetsOnIdentityChange(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Rule)
+	}{
+		{"duration", func(r *Rule) { r.Duration = 2 * time.Second }},
+		{"param", func(r *Rule) { r.Param = "q" }},
+		{"behavior", func(r *Rule) { r.Behavior = Throttle }},
+		{"cluster", func(r *Rule) { r.Cluster = true }},
+	} {
+		r := qps(1, time.Second)
+		l := mustNew(t, r)
+		check(l, t0, Entry{Resource: "r", Params: []Param{{Name: "p", Values: []string{"v"}}, {Name: "q", Values: []string{"v"}}}})
+		tc.change(&r)
+		l2, err := l.Reload([]Rule{r}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l2.Stats()[0].Tracked; got != 0 {
+			t.Errorf("%s: tracked %d after an identity change, want fresh state", tc.name, got)
+		}
+		d, _ := check(l2, t0, Entry{Resource: "r", Params: []Param{{Name: "p", Values: []string{"v"}}, {Name: "q", Values: []string{"v"}}}})
+		if !d.Allowed {
+			t.Errorf("%s: blocked with fresh state: %+v", tc.name, d)
+		}
+	}
+}
+
+func TestReloadMatchesSameIdentityInOrder(t *testing.T) {
+	a := qps(5, time.Second)
+	b := qps(5, time.Second)
+	b.Shadow = true
+	l := mustNew(t, a, b)
+	// one request: both rules track v
+	check(l, t0, one("v", 1))
+	// Same identity twice: the first new rule takes the first old state, the second the second.
+	l2, err := l.Reload([]Rule{qps(5, time.Second), b, qps(5, time.Second)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := l2.Stats()
+	if stats[0].Tracked != 1 || stats[1].Tracked != 1 || stats[2].Tracked != 0 {
+		t.Fatalf("tracked %+v, want states kept for the first two rules only", stats)
+	}
+	if l2.compiled[0].store != l.compiled[0].store || l2.compiled[1].store != l.compiled[1].store {
+		t.Fatal("stores not matched by identity and order")
+	}
+	if l2.compiled[0].id == l2.compiled[1].id || l2.compiled[1].id != l.compiled[1].id {
+		t.Fatalf("rule ids %q %q (old %q): want distinct, and stable across the reload",
+			l2.compiled[0].id, l2.compiled[1].id, l.compiled[1].id)
+	}
+}
+
+func TestReloadErrorChangesNothing(t *testing.T) {
+	r := qps(10, time.Second)
+	r.Capacity = 5
+	l := mustNew(t, r)
+	for _, v := range []string{"a", "b", "c", "d", "e"} {
+		check(l, t0, one(v, 1))
+	}
+	small := r
+	small.Capacity = 2
+	if _, err := l.Reload([]Rule{small, {Resource: "x", Param: "p", Count: -1, Duration: time.Second}}, Options{}); err == nil {
+		t.Fatal("Reload accepted a bad rule")
+	}
+	if got := l.Stats()[0].Tracked; got != 5 {
+		t.Fatalf("a failed reload cut the store to %d values", got)
+	}
+	l2, err := l.Reload([]Rule{small}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l2.Stats()[0]; got.Tracked != 2 || got.Evictions != 3 {
+		t.Fatalf("after lowering capacity: %+v, want 2 tracked, 3 evictions", got)
+	}
+}

@@ -1,0 +1,126 @@
+package hotparam
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestCapacityBoundsTrackedValuesAndCountsEvictions(t *testing.T) {
+	for _, capacity := range []int{1, 7, 1000, 5000} {
+		r := qps(5, time.Second)
+		r.Capacity = capacity
+		l := mustNew(t, r)
+		const n = 12000
+		for i := range n {
+			check(l, t0, one("v"+strconv.Itoa(i), 1))
+		}
+		got := l.Stats()[0]
+		if got.Tracked != capacity || got.Evictions != uint64(n-capacity) {
+			t.Errorf("capacity %d: %+v, want %d tracked and %d evictions", capacity, got, capacity, n-capacity)
+		}
+	}
+}
+
+func TestDefaultCapacity(t *testing.T) {
+	l := mustNew(t, qps(5, time.Second))
+	if got := l.compiled[0].capacity(); got != DefaultCapacity {
+		t.Fatalf("capacity %d, want %d", got, DefaultCapacity)
+	}
+	total := 0
+	for i := range l.compiled[0].store.shards {
+		total += l.compiled[0].store.shards[i].cap
+	}
+	if total != DefaultCapacity {
+		t.Fatalf("shard capacities add up to %d, want %d", total, DefaultCapacity)
+	}
+}
+
+// TestScanResistance floods a rule with one-off values, 50 times its capacity, between the
+// requests of a few hot values. The hot values must keep their buckets: were one evicted, it
+// would come back with a fresh, full bucket and pass.
+func TestScanResistance(t *testing.T) {
+	for _, capacity := range []int{100, 1000, 20000} {
+		r := qps(3, time.Hour)
+		r.Capacity = capacity
+		l := mustNew(t, r)
+		hot := make([]string, max(capacity/20, 2))
+		for i := range hot {
+			hot[i] = "hot" + strconv.Itoa(i)
+			for range 3 { // spend each hot value's bucket
+				if d, _ := check(l, t0, one(hot[i], 1)); !d.Allowed {
+					t.Fatalf("capacity %d: hot value blocked while its bucket had tokens", capacity)
+				}
+			}
+		}
+		scan := 0
+		for round := range 50 {
+			for _, h := range hot {
+				if d, _ := check(l, t0, one(h, 1)); d.Allowed {
+					t.Fatalf("capacity %d round %d: %s passed: it was evicted and handed a fresh bucket", capacity, round, h)
+				}
+			}
+			for range capacity {
+				check(l, t0, one("scan"+strconv.Itoa(scan), 1))
+				scan++
+			}
+		}
+		st := l.Stats()[0]
+		if st.Tracked != capacity || st.Evictions < uint64(scan-capacity) {
+			t.Errorf("capacity %d: %+v after %d one-off values", capacity, st, scan)
+		}
+	}
+}
+
+// TestGhostReadmitsToMain: a value evicted from the small queue that comes back goes straight to
+// the main queue, where a later scan does not evict it.
+func TestGhostReadmitsToMain(t *testing.T) {
+	s := newStore(1, 10)
+	sh := &s.shards[0]
+	get := func(v string) bool {
+		_, created := sh.get(v, s.hash(v))
+		return created
+	}
+	get("x")
+	for i := range 20 { // x leaves through the small queue, remembered by the ghost
+		get("s" + strconv.Itoa(i))
+	}
+	if _, ok := sh.index["x"]; ok {
+		t.Fatal("x still tracked after a scan")
+	}
+	if !get("x") || sh.slots[sh.index["x"]].where != inMain {
+		t.Fatal("x did not come back into the main queue")
+	}
+	for i := 20; i < 200; i++ {
+		get("s" + strconv.Itoa(i))
+	}
+	if _, ok := sh.index["x"]; !ok {
+		t.Fatal("a scan evicted x from the main queue")
+	}
+	if sh.size != 10 {
+		t.Fatalf("size %d, want 10", sh.size)
+	}
+}
+
+// TestPinnedValuesAreNotEvicted: one Check with more values than the capacity keeps every one
+// of them for its duration, and the store returns to its capacity afterwards.
+func TestPinnedValuesAreNotEvicted(t *testing.T) {
+	r := qps(1, time.Second)
+	r.Capacity = 2
+	l := mustNew(t, r)
+	d, _ := check(l, t0, multi("a", "b", "c", "a"))
+	if d.Allowed || d.Block.Value != "a" {
+		t.Fatalf("%+v, want the second a blocked", d)
+	}
+	d, _ = check(l, t0, multi("a", "b", "c"))
+	if !d.Allowed {
+		t.Fatalf("nothing should have been consumed: %+v", d)
+	}
+	if got := l.Stats()[0].Tracked; got > 3 {
+		t.Fatalf("tracked %d", got)
+	}
+	check(l, t0, one("d", 1))
+	if got := l.Stats()[0].Tracked; got != 2 {
+		t.Fatalf("tracked %d after the next insert, want 2", got)
+	}
+}
