@@ -180,9 +180,13 @@ func jsonKind(raw json.RawMessage) string {
 	return s
 }
 
-// scalar is a string that may be written as a number or a boolean too (YAML reads an unquoted
-// 4343433 as a number; it is the text that matters).
-type scalar string
+// scalar is a string that may be written as a JSON number or boolean too; it is the text that
+// matters. In YAML files a bare scalar is refused (see parser.text): by the time it is seen, YAML
+// has turned it into a number, whose text may differ from what was written.
+type scalar struct {
+	text string
+	bare bool // written as a number or a boolean, not a string
+}
 
 type scalarError string
 
@@ -200,12 +204,12 @@ func (s *scalar) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
-		*s = scalar(v)
+		*s = scalar{text: v}
 		return nil
 	case '[', '{':
 		return scalarError("must be a string or a number, got " + jsonKind(b))
 	}
-	*s = scalar(b) // a number, true or false: its text
+	*s = scalar{text: string(b), bare: true} // a number, true or false: its text
 	return nil
 }
 

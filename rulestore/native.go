@@ -117,13 +117,29 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 func (p *parser) origins(r *ruleErrs, field string, in []scalar) []string {
 	out := make([]string, 0, len(in))
 	for j, o := range in {
-		if err := authority.ValidateOrigin(string(o)); err != nil {
-			r.add(fmt.Sprintf("%s[%d]", field, j), "%v", err)
+		name := fmt.Sprintf("%s[%d]", field, j)
+		s, ok := p.text(r, name, o)
+		if !ok {
 			continue
 		}
-		out = append(out, string(o))
+		if err := authority.ValidateOrigin(s); err != nil {
+			r.add(name, "%v", err)
+			continue
+		}
+		out = append(out, s)
 	}
 	return out
+}
+
+// text returns the text of a scalar given for field. In a YAML file, a value written as a bare
+// number or boolean is refused, because YAML has already changed it (017 reads as 15, 1.50 as
+// 1.5, yes as true); it must be quoted. JSON keeps a number's text as written.
+func (p *parser) text(r *ruleErrs, field string, s scalar) (string, bool) {
+	if s.bare && p.yaml {
+		r.add(field, "write %s in quotes: YAML reads it as a number or boolean, which may change its text (017 reads as 15)", s.text)
+		return "", false
+	}
+	return s.text, true
 }
 
 // addAuthority keeps rule if r found no problem, and records the problems otherwise.
@@ -189,8 +205,8 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	rule.MaxQueueingTime, _ = duration(d.MaxQueueingTime, given["max_queueing_time"], "max_queueing_time", r.add)
 	var ok bool
 	rule.Lease, ok = duration(d.Lease, given["lease"], "lease", r.add)
-	if ok && given["lease"] && rule.Lease < time.Millisecond {
-		r.add("lease", "must be at least 1ms, got %s", d.Lease)
+	if ok && rule.Lease != 0 && rule.Lease < time.Millisecond {
+		r.add("lease", "must be at least 1ms (or 0 for the default), got %s", d.Lease)
 	}
 	if given["capacity"] {
 		if d.Capacity < 1 {
@@ -204,15 +220,16 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		if g == nil {
 			return "", 0, false
 		}
+		value, ok := p.text(r, prefix+"value", it.Value)
 		if !g["value"] && !fieldFailed(r, prefix+"value") {
 			r.add(prefix+"value", "required")
-		} else if g["value"] && it.Value == "" {
+		} else if ok && g["value"] && value == "" {
 			r.add(prefix+"value", "must not be empty")
 		}
 		if !g["count"] && !fieldFailed(r, prefix+"count") {
 			r.add(prefix+"count", "required")
 		}
-		return string(it.Value), it.Count, g["value"] && g["count"] && it.Value != ""
+		return value, it.Count, ok && g["value"] && g["count"] && value != ""
 	})
 	fields := ruleFields{
 		grade: "grade", behavior: "behavior", count: "count", burst: "burst",

@@ -41,7 +41,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
 	if len(js) == 0 || isNull(js) {
 		return Rules{}, nil // an empty file is an empty rule set
 	}
-	p := parser{file: file, opts: opts}
+	p := parser{file: file, opts: opts, yaml: !isJSONFile(file)}
 	switch js[0] {
 	case '[':
 		p.sentinelList(js)
@@ -69,7 +69,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
 // toJSON converts the file's content to JSON: a .json file must be JSON already, anything else
 // is read as YAML (of which JSON is a subset). Duplicate keys are an error either way.
 func toJSON(file string, data []byte) ([]byte, error) {
-	if strings.EqualFold(filepath.Ext(file), ".json") {
+	if isJSONFile(file) {
 		var v json.RawMessage
 		if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
 			var se *json.SyntaxError
@@ -91,6 +91,8 @@ func toJSON(file string, data []byte) ([]byte, error) {
 	}
 	return js, nil
 }
+
+func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
 
 // checkDuplicates reports the first object key given twice anywhere in raw (encoding/json would
 // silently keep the last one).
@@ -143,6 +145,7 @@ func isSentinelObject(ms []member) bool {
 type parser struct {
 	file  string
 	opts  ParseOptions
+	yaml  bool // the file was read as YAML
 	rules Rules
 	errs  Errors
 }

@@ -155,7 +155,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	var origins []scalar
 	for o := range strings.SplitSeq(d.LimitApp, ",") {
 		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, scalar(o))
+			origins = append(origins, scalar{text: o})
 		}
 	}
 	if len(origins) == 0 && !fieldFailed(r, "limitApp") {
@@ -242,15 +242,16 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		if g == nil {
 			return "", 0, false
 		}
-		ok := g["object"] && g["count"]
+		object, ok := p.text(r, prefix+"object", it.Object)
+		ok = ok && g["object"] && g["count"]
 		if !g["object"] && !fieldFailed(r, prefix+"object") {
 			r.add(prefix+"object", "required")
 		}
 		if !g["count"] && !fieldFailed(r, prefix+"count") {
 			r.add(prefix+"count", "required")
 		}
-		if g["object"] {
-			if reason := checkClass(string(it.Object), it.ClassType); reason != "" {
+		if ok {
+			if reason := checkClass(object, it.ClassType); reason != "" {
 				r.add(prefix+"object", "%s", reason)
 				ok = false
 			}
@@ -259,7 +260,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 			r.add(prefix+"classType", "unknown type %q (a Java primitive or boxed type, or String)", it.ClassType)
 			ok = false
 		}
-		return string(it.Object), it.Count, ok
+		return object, it.Count, ok
 	})
 	if given["clusterConfig"] {
 		var c sentinelClusterDoc

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 // of events is reloaded once, Options.Debounce after its last event; the reload itself compares
 // content, so an event that changed nothing changes nothing. Run also reloads once when it
 // starts, to catch changes made since New.
+//
+// A file written in place is empty for a moment (truncated, not yet written). So when the file
+// is empty while rules read from it are in force, Run waits one more Debounce period before it
+// loads it; a file that stays empty is then loaded (an empty rule set). Writers that replace
+// the file by a rename never show a partial file.
 func (s *Store) Run(ctx context.Context) error {
 	if s.opts.File == "" {
 		<-ctx.Done()
@@ -45,11 +51,10 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	wt := watchTarget{w: w, path: path, dir: dir}
 	wt.follow()
-	_ = s.Reload() // recorded by the Store; nothing more to do with it here
 
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := time.NewTimer(0) // the start-up reload
 	defer timer.Stop()
+	retried := false // the current empty file has been given one more debounce period
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,10 +73,27 @@ func (s *Store) Run(ctx context.Context) error {
 			// Events may have been lost (a queue overflow): look at the file again.
 			timer.Reset(debounce)
 		case <-timer.C:
-			_ = s.Reload()
+			if !retried && s.truncated() {
+				retried = true
+				timer.Reset(debounce)
+				continue
+			}
+			retried = false
+			_ = s.Reload() // recorded by the Store (LastError, OnLoad)
 			wt.follow()
 		}
 	}
+}
+
+// truncated reports whether the file is empty while non-empty content from it is in force.
+func (s *Store) truncated() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.applied) == 0 {
+		return false
+	}
+	fi, err := os.Stat(s.opts.File)
+	return err == nil && fi.Size() == 0
 }
 
 // watchTarget tracks what Run watches: the file's directory, and the directory of the file the

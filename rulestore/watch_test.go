@@ -203,3 +203,24 @@ func TestRunMissingDirectory(t *testing.T) {
 		t.Error("Run with a missing directory = nil, want an error")
 	}
 }
+
+func TestRunWaitsOutATruncatedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, orderRules(1, 1))
+	s, _ := newTestStore(t, Options{File: path, Debounce: 400 * time.Millisecond})
+	runStore(t, s)
+	time.Sleep(50 * time.Millisecond) // let Run's start-up reload (a no-op) pass
+	// Truncate, and complete the write a little after one debounce period.
+	writeFile(t, path, "")
+	time.Sleep(550 * time.Millisecond)
+	writeFile(t, path, orderRules(2, 1))
+	set := waitVersion(t, s, 2)
+	if got := len(set.Rules.ParamFlow); got != 2 {
+		t.Fatalf("%d rules in version 2, want 2 (the empty file was applied)", got)
+	}
+	// A file that stays empty is applied after the extra wait.
+	writeFile(t, path, "")
+	if got := len(waitVersion(t, s, 3).Rules.ParamFlow); got != 0 {
+		t.Errorf("%d rules after the file stayed empty, want 0", got)
+	}
+}
