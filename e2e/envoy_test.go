@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+
+	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+)
+
+// req is an HTTP request as Envoy sees it: method, path with query, client IP, then header
+// name/value pairs (lower-case names).
+func req(method, path, client string, kv ...string) envoyconfig.Request {
+	h := map[string][]string{"x-request-id": {"e2e-" + strings.ReplaceAll(path, "/", "_")}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i]] = append(h[kv[i]], kv[i+1])
+	}
+	return envoyconfig.Request{
+		Method:  method,
+		Path:    path,
+		Host:    "api.example:8080",
+		Headers: h,
+		Remote:  netip.AddrPortFrom(netip.MustParseAddr(client), 40000),
+	}
+}
+
+// filters returns the two filters' configs from c.
+func filters(c *envoyconfig.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error) {
+	var authz *extauthzv3.ExtAuthz
+	var rl *ratelimitv3.RateLimit
+	for _, f := range c.Managers[0].GetHttpFilters() {
+		m, err := f.GetTypedConfig().UnmarshalNew()
+		if err != nil {
+			return nil, nil, err
+		}
+		switch v := m.(type) {
+		case *extauthzv3.ExtAuthz:
+			authz = v
+		case *ratelimitv3.RateLimit:
+			rl = v
+		}
+	}
+	if authz == nil || rl == nil {
+		return nil, nil, fmt.Errorf("%s lacks the ext_authz or the ratelimit filter", c.File)
+	}
+	return authz, rl, nil
+}
+
+// check sends the CheckRequest Envoy would send for r, with the ext_authz filter's timeout.
+func (s *service) check(t testing.TB, r envoyconfig.Request) *authv3.CheckResponse {
+	t.Helper()
+	route, err := envoy.Match(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := envoyconfig.CheckRequest(route, r, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), authzFilter.GetGrpcService().GetTimeout().AsDuration())
+	defer cancel()
+	resp, err := s.authz.Check(ctx, cr)
+	if err != nil {
+		t.Fatalf("Check %s %s: %v", r.Method, r.Path, err)
+	}
+	return resp
+}
+
+// limitRequest builds the RateLimitRequest Envoy would send for r: the request-path
+// descriptors, or with streamDone those sent when the stream ends. It fails t when the route
+// produces none.
+func limitRequest(t testing.TB, r envoyconfig.Request, streamDone bool) *rlsv3.RateLimitRequest {
+	t.Helper()
+	route, err := envoy.Match(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if route == nil {
+		t.Fatalf("no route for %s %s", r.Method, r.Path)
+	}
+	ds, err := envoyconfig.Descriptors(route, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &rlsv3.RateLimitRequest{Domain: rlFilter.GetDomain()}
+	for _, d := range ds {
+		if d.OnStreamDone == streamDone {
+			out.Descriptors = append(out.Descriptors, d.Proto())
+		}
+	}
+	if len(out.Descriptors) == 0 {
+		t.Fatalf("route %q produces no descriptors for %s %s (stream done %v)", route.GetName(), r.Method, r.Path, streamDone)
+	}
+	return out
+}
+
+// limit sends rr with the ratelimit filter's timeout.
+func (s *service) limit(t testing.TB, rr *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := s.limitErr(rr)
+	if err != nil {
+		t.Fatalf("ShouldRateLimit %v: %v", rr.GetDescriptors(), err)
+	}
+	return resp
+}
+
+func (s *service) limitErr(rr *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rlFilter.GetTimeout().AsDuration())
+	defer cancel()
+	return s.rls.ShouldRateLimit(ctx, rr)
+}
+
+// allowed reports whether r passes the rate-limit path.
+func (s *service) allowed(t testing.TB, r envoyconfig.Request) bool {
+	t.Helper()
+	return s.limit(t, limitRequest(t, r, false)).GetOverallCode() == rlsv3.RateLimitResponse_OK
+}
+
+// checkCode is the HTTP status Envoy would answer for a CheckResponse: 200 when allowed.
+func checkCode(t testing.TB, resp *authv3.CheckResponse) int {
+	t.Helper()
+	if codes.Code(resp.GetStatus().GetCode()) == codes.OK {
+		if resp.GetDeniedResponse() != nil {
+			t.Errorf("Check: OK status with a denied response %v", resp.GetDeniedResponse())
+		}
+		return 200
+	}
+	d := resp.GetDeniedResponse()
+	if d == nil {
+		t.Fatalf("Check: status %v without a denied response", resp.GetStatus())
+	}
+	return int(d.GetStatus().GetCode())
+}
+
+// headerOf returns the value of header name in hs ("" when absent).
+func headerOf(hs []*corev3.HeaderValueOption, name string) string {
+	for _, h := range hs {
+		if strings.EqualFold(h.GetHeader().GetKey(), name) {
+			return h.GetHeader().GetValue()
+		}
+	}
+	return ""
+}
+

@@ -1,0 +1,303 @@
+// Package e2e drives the built extauthz binary over real gRPC the way Envoy does, with requests
+// derived from envoy-config/envoy.yaml. Nothing here is skipped: a missing piece fails the run.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+)
+
+// Paths relative to this package's directory, where go test runs.
+const (
+	moduleRoot   = ".."
+	envoyYAML    = "../envoy-config/envoy.yaml"
+	rulesYAML    = "../envoy-config/rules.yaml"
+	extauthzYAML = "../envoy-config/extauthz.yaml"
+)
+
+var (
+	binary string              // the built service, set by TestMain
+	envoy  *envoyconfig.Config // the routes the requests are derived from
+	// The filters of envoy.yaml: their domain and timeouts are used for every call.
+	authzFilter *extauthzv3.ExtAuthz
+	rlFilter    *ratelimitv3.RateLimit
+	shared struct {
+		once sync.Once
+		svc  *service
+		err  error
+	}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "extauthz-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "extauthz")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/extauthz")
+	build.Dir = moduleRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: cannot build ./cmd/extauthz: %v\n%s", err, out)
+		return 1
+	}
+	if envoy, err = envoyconfig.Load(envoyYAML); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if authzFilter, rlFilter, err = filters(envoy); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	code := m.Run()
+	if shared.svc != nil {
+		shared.svc.stop()
+	}
+	return code
+}
+
+// service is one running extauthz process and a gRPC connection to it.
+type service struct {
+	cmd      *exec.Cmd
+	grpcAddr string
+	adminURL string
+	rules    string // the rules file it watches (a copy in a temp dir)
+	logs     *syncBuffer
+	exited   chan struct{}
+	exitErr  error
+	conn     *grpc.ClientConn
+	authz    authv3.AuthorizationClient
+	rls      rlsv3.RateLimitServiceClient
+}
+
+// syncBuffer collects the process output for failure messages.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 { // keep memory bounded: the last MiB is enough to diagnose
+		b.buf.Reset()
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// sharedService returns the process most tests share, started on a copy of rules.yaml.
+func sharedService(t *testing.T) *service {
+	t.Helper()
+	shared.once.Do(func() {
+		rules, err := os.ReadFile(rulesYAML)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "extauthz-shared-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.svc, shared.err = startService(dir, rules)
+	})
+	if shared.err != nil {
+		t.Fatalf("cannot start the shared service: %v", shared.err)
+	}
+	return shared.svc
+}
+
+// newService starts a process of its own for t on rules, stopped when t ends.
+func newService(t *testing.T, rules []byte) *service {
+	t.Helper()
+	s, err := startService(t.TempDir(), rules)
+	if err != nil {
+		t.Fatalf("cannot start extauthz: %v", err)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startService writes rules into dir and runs the binary with envoy-config/extauthz.yaml,
+// overriding the addresses and the rules file by flags, then waits for /readyz.
+func startService(dir string, rules []byte) (*service, error) {
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
+		return nil, err
+	}
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	adminAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	s := &service{
+		grpcAddr: grpcAddr,
+		adminURL: "http://" + adminAddr,
+		rules:    rulesPath,
+		logs:     &syncBuffer{},
+		exited:   make(chan struct{}),
+	}
+	s.cmd = exec.Command(binary, "serve",
+		"--config", extauthzYAML,
+		"--rules", rulesPath,
+		"--grpc-addr", grpcAddr,
+		"--admin-addr", adminAddr,
+		"--log-format", "console",
+	)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		s.exitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(15 * time.Second); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("%w\nservice output:\n%s", err, s.logs)
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.conn = conn
+	s.authz = authv3.NewAuthorizationClient(conn)
+	s.rls = rlsv3.NewRateLimitServiceClient(conn)
+	return s, nil
+}
+
+func (s *service) waitReady(limit time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("extauthz exited before it was ready: %v", s.exitErr)
+		default:
+		}
+		resp, err := client.Get(s.adminURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("extauthz not ready at %s/readyz after %v", s.adminURL, limit)
+}
+
+// stop ends the process (SIGTERM, then SIGKILL after 10s) and closes the connection.
+func (s *service) stop() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// rulesInfo is what /rules reports about the rules in force.
+type rulesInfo struct {
+	Version   uint64          `json:"version"`
+	File      string          `json:"file"`
+	LastError json.RawMessage `json:"last_error"`
+}
+
+func (s *service) rulesInfo(t *testing.T) rulesInfo {
+	t.Helper()
+	resp, err := http.Get(s.adminURL + "/rules")
+	if err != nil {
+		t.Fatalf("GET /rules: %v", err)
+	}
+	defer resp.Body.Close()
+	var info rulesInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatalf("GET /rules: %v", err)
+	}
+	return info
+}
+
+// eventually polls cond every 20ms until it holds or limit passes.
+func eventually(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ctxFor is a call context with Envoy's timeout for the API (the filters' timeouts).
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustContain(t *testing.T, what, s string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("%s = %q, want it to contain %q", what, s, w)
+		}
+	}
+}
