@@ -151,4 +151,3 @@ func headerOf(hs []*corev3.HeaderValueOption, name string) string {
 	}
 	return ""
 }
-

@@ -42,7 +42,7 @@ var (
 	// The filters of envoy.yaml: their domain and timeouts are used for every call.
 	authzFilter *extauthzv3.ExtAuthz
 	rlFilter    *ratelimitv3.RateLimit
-	shared struct {
+	shared      struct {
 		once sync.Once
 		svc  *service
 		err  error
