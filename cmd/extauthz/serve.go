@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/extauthz/extauthz/admin"
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/redisstore"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// The names the gRPC health service reports on, besides the server as a whole ("").
+var healthServices = []string{
+	"envoy.service.auth.v3.Authorization",
+	"envoy.service.ratelimit.v3.RateLimitService",
+}
+
+// serve runs the service until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addConfigFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	cfg, err := loadConfig(fs, getenv)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	logSettings(log, cfg)
+
+	svc, err := newService(cfg, log)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return err
+	}
+	defer svc.close()
+	return svc.run(ctx)
+}
+
+// service is the running process: the rules, the two servers and the watcher.
+type service struct {
+	cfg     Config
+	log     *zap.Logger
+	metrics *metrics.Metrics
+	store   *rulestore.Store
+	remote  *redisstore.Store // nil without store.redis
+	grpc    *grpc.Server
+	health  *health.Server
+	admin   *http.Server
+	serving atomic.Bool // the gRPC server accepts calls
+}
+
+// newService builds everything that can fail before a port is opened: the mapping, the shared
+// store, the first load of the rules, the servers.
+func newService(cfg Config, log *zap.Logger) (*service, error) {
+	s := &service{cfg: cfg, log: log}
+	s.metrics = metrics.New(metrics.Options{RuleStats: s.ruleStats, BreakerOpen: s.breakerOpen})
+
+	mapper, err := descriptors.New(cfg.Mapping)
+	if err != nil {
+		return nil, err
+	}
+
+	rem, err := newRemote(cfg.Store.Redis, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.remote = rem
+
+	store, err := rulestore.New(rulestore.Options{
+		File:     cfg.RulesFile,
+		Optional: cfg.rulesOptional,
+		Parse: rulestore.ParseOptions{
+			ParamNames:     cfg.ParamNames,
+			ClusterEnabled: rem != nil,
+		},
+		Limiter: limiterOptions(cfg.Store.Redis, rem),
+		OnLoad:  s.onLoad,
+	})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.store = store
+	s.metrics.SetResources(resources(store.Current()))
+
+	opts, err := grpcOptions(cfg)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	api := envoyapi.New(envoyapi.Options{
+		Mapper:   mapper,
+		Rules:    store.Current,
+		Now:      time.Now,
+		Recorder: s.metrics,
+		Logger:   sampled(log.Named("envoyapi"), s.metrics.LogDropped),
+	})
+	s.grpc = grpc.NewServer(opts...)
+	api.Register(s.grpc)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+
+	s.admin = &http.Server{
+		Handler: admin.New(admin.Options{
+			Ready:     s.ready,
+			Metrics:   promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{Registry: s.metrics.Registry()}),
+			Rules:     store.Current,
+			LastError: store.LastError,
+			Top:       s.top,
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          zap.NewStdLog(log.Named("admin")),
+	}
+	return s, nil
+}
+
+// run opens the listeners, serves until ctx ends or a server fails, and shuts down.
+func (s *service) run(ctx context.Context) error {
+	grpcLis, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc_addr: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("admin_addr: %w", err)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.store.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error("rules watcher stopped; the rules in force stay until restart", zap.Error(err))
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := runRemote(watchCtx, s.remote); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error("shared store loop stopped", zap.Error(err))
+		}
+	}()
+
+	failed := make(chan error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.grpc.Serve(grpcLis); err != nil {
+			failed <- fmt.Errorf("grpc server: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failed <- fmt.Errorf("admin server: %w", err)
+		}
+	}()
+	s.serving.Store(true)
+	s.setHealth(healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("serving",
+		zap.String("grpc_addr", grpcLis.Addr().String()),
+		zap.String("admin_addr", adminLis.Addr().String()),
+		zap.Bool("tls", s.cfg.TLS.Enabled()),
+		zap.Bool("mtls", s.cfg.TLS.ClientCAFile != ""))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", zap.Duration("grace", s.cfg.ShutdownGrace))
+	case runErr = <-failed:
+		s.log.Error("server failed; shutting down", zap.Error(runErr))
+	}
+
+	s.shutdown()
+	stopWatch()
+	wg.Wait()
+	s.log.Info("stopped")
+	return runErr
+}
+
+// shutdown stops accepting calls, lets in-flight calls (throttle waits included) finish within
+// the grace period, then closes what is left.
+func (s *service) shutdown() {
+	s.serving.Store(false)
+	s.health.Shutdown() // health checks answer NOT_SERVING while the calls drain
+
+	drained := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(drained)
+	}()
+	grace := time.NewTimer(s.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-drained:
+	case <-grace.C:
+		s.log.Warn("grace period over; closing the calls still in flight", zap.Duration("grace", s.cfg.ShutdownGrace))
+		s.grpc.Stop()
+		<-drained
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.admin.Shutdown(ctx); err != nil {
+		s.admin.Close()
+	}
+}
+
+// close releases what newService acquired.
+func (s *service) close() {
+	if s.remote != nil {
+		s.remote.Close()
+		s.remote = nil
+	}
+}
+
+// breakerOpen reports whether calls to the shared store are suspended.
+func (s *service) breakerOpen() bool {
+	return s.remote != nil && s.remote.Stats().BreakerOpen
+}
+
+func (s *service) setHealth(status healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", status)
+	for _, name := range healthServices {
+		s.health.SetServingStatus(name, status)
+	}
+}
+
+// ready reports whether the rules are loaded and the gRPC server serves.
+func (s *service) ready() bool {
+	return s.serving.Load() && s.store != nil
+}
+
+// onLoad logs and counts every load of the rules file.
+func (s *service) onLoad(e rulestore.Event) {
+	s.metrics.Reload(e.Applied, e.Version, e.Rules)
+	if e.Applied {
+		s.log.Info("rules applied", zap.String("file", e.File), zap.Uint64("version", e.Version), zap.Int("rules", e.Rules))
+		if s.store != nil { // nil during the first load, which newService follows up itself
+			s.metrics.SetResources(resources(s.store.Current()))
+		}
+		return
+	}
+	s.log.Error("rules rejected; the rules in force stay", zap.String("file", e.File),
+		zap.Uint64("version", e.Version), zap.Error(e.Err))
+}
+
+// ruleStats reads the hot-param counters for the metrics.
+func (s *service) ruleStats() ([]hotparam.Rule, []hotparam.RuleStats) {
+	if s.store == nil {
+		return nil, nil
+	}
+	lim := s.store.Current().ParamFlow
+	if lim == nil {
+		return nil, nil
+	}
+	return lim.Rules(), lim.Stats()
+}
+
+// top lists the busiest values of each hot-param rule.
+func (s *service) top(n int) []hotparam.RuleTop {
+	lim := s.store.Current().ParamFlow
+	if lim == nil {
+		return nil
+	}
+	return lim.Top(time.Now(), n)
+}
+
+// resources are the resources the rules of set name, the label values metrics keep.
+func resources(set *rulestore.Set) []string {
+	if set == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range set.Rules.Authority {
+		out = append(out, r.Resource)
+	}
+	for _, r := range set.Rules.ParamFlow {
+		out = append(out, r.Resource)
+	}
+	return out
+}
+
+// logSettings logs the settings the service starts with (never the Redis password).
+func logSettings(log *zap.Logger, cfg Config) {
+	store := "memory"
+	if cfg.Store.Redis.Enabled() {
+		store = "redis"
+	}
+	log.Info("starting extauthz",
+		zap.String("grpc_addr", cfg.GRPCAddr),
+		zap.String("admin_addr", cfg.AdminAddr),
+		zap.String("rules_file", cfg.RulesFile),
+		zap.Bool("rules_optional", cfg.rulesOptional),
+		zap.String("log_level", cfg.Log.Level),
+		zap.Bool("tls", cfg.TLS.Enabled()),
+		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),
+		zap.Int("max_recv_msg_size", cfg.GRPC.MaxRecvMsgSize),
+		zap.Duration("keepalive_time", cfg.GRPC.Keepalive.Time),
+		zap.Duration("keepalive_timeout", cfg.GRPC.Keepalive.Timeout),
+		zap.Duration("keepalive_min_time", cfg.GRPC.Keepalive.MinTime),
+		zap.Duration("shutdown_grace", cfg.ShutdownGrace),
+		zap.String("store", store),
+		zap.Strings("redis_addrs", cfg.Store.Redis.Addrs),
+		zap.String("redis_mode", cfg.Store.Redis.Mode),
+		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
+		zap.String("failure_policy", cfg.FailurePolicy),
+		zap.Strings("param_names", cfg.ParamNames),
+	)
+}

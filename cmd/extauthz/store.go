@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/redisstore"
+)
+
+// newRemote returns the shared store of cluster rules configured by cfg, or nil when none is
+// (every rule then keeps its state in memory). Calls to it are timed into m.
+//
+// This is the one place the Redis store is wired in: the Limiter gets it through
+// limiterOptions, the service runs its Run loop (breaker probes) and closes it on exit.
+func newRemote(cfg RedisConfig, m *metrics.Metrics) (*redisstore.Store, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	return redisstore.NewWithOptions(redisstore.Config{
+		Addrs:           cfg.Addrs,
+		Mode:            cfg.Mode,
+		Username:        cfg.Username,
+		Password:        cfg.Password,
+		TLS:             cfg.TLS,
+		Timeout:         cfg.Timeout,
+		Prefix:          cfg.Prefix,
+		BreakerFailures: cfg.BreakerFailures,
+		BreakerCooldown: cfg.BreakerCooldown,
+	}, redisstore.Options{Observe: m.RedisCall})
+}
+
+// runRemote runs the store's background loop until ctx ends; a nil store has none.
+func runRemote(ctx context.Context, rem *redisstore.Store) error {
+	if rem == nil {
+		return nil
+	}
+	return rem.Run(ctx)
+}
+
+// limiterOptions are the hot-param options: the shared store and its fallback policy.
+func limiterOptions(cfg RedisConfig, rem *redisstore.Store) hotparam.Options {
+	opts := hotparam.Options{Replicas: cfg.Replicas}
+	switch cfg.Fallback {
+	case "allow":
+		opts.Fallback = hotparam.FallbackAllow
+	case "deny":
+		opts.Fallback = hotparam.FallbackDeny
+	default:
+		opts.Fallback = hotparam.FallbackLocal
+	}
+	if rem != nil {
+		opts.Remote = rem
+	}
+	return opts
+}

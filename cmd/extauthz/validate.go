@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// validate checks rule files (and the config, when --config is given) and prints every problem
+// found, one a line, to stdout. It returns an error when there is at least one.
+func validate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.String("config", "", "config file (YAML): its param_names and store settings apply to the rules")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: extauthz validate [--config FILE] RULES_FILE...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: validate needs at least one rules file", errUsage)
+	}
+
+	cfg, err := loadConfig(fs, getenv)
+	if err != nil {
+		return err
+	}
+	problems := 0
+	if err := cfg.Validate(); err != nil {
+		var ce ConfigErrors
+		if errors.As(err, &ce) {
+			for _, fe := range ce {
+				fmt.Fprintf(stdout, "config: %s\n", fe)
+			}
+			problems += len(ce)
+		} else {
+			return err
+		}
+	}
+	if _, err := descriptors.New(cfg.Mapping); err != nil {
+		fmt.Fprintf(stdout, "config: %v\n", err)
+		problems++
+	}
+
+	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled()}
+	for _, file := range files {
+		rules, err := rulestore.Load(file, opts)
+		if err == nil {
+			fmt.Fprintf(stdout, "%s: ok: %d authority rules, %d param_flow rules\n",
+				file, len(rules.Authority), len(rules.ParamFlow))
+			continue
+		}
+		var verrs rulestore.Errors
+		if errors.As(err, &verrs) {
+			for _, ve := range verrs {
+				fmt.Fprintln(stdout, ve.Error())
+			}
+			problems += len(verrs)
+			continue
+		}
+		// Not a validation error (a file that cannot be read): name the file unless the
+		// error already does.
+		fmt.Fprintln(stdout, withFile(file, err))
+		problems++
+	}
+	if problems > 0 {
+		return fmt.Errorf("%d problem(s) found", problems)
+	}
+	return nil
+}
+
+// withFile prefixes err with file unless its message already starts with it.
+func withFile(file string, err error) string {
+	msg := err.Error()
+	if len(msg) >= len(file) && msg[:len(file)] == file {
+		return msg
+	}
+	return file + ": " + msg
+}
