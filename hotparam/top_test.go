@@ -1,0 +1,52 @@
+package hotparam
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestTopByPassedAndBlocked(t *testing.T) {
+	l := mustNew(t, qps(2, time.Second), conc(100, 0))
+	// in window [t0, t0+1s): a 5 requests (2 pass), b 2 (2 pass), c 1 (1 pass)
+	for v, n := range map[string]int{"a": 5, "b": 2, "c": 1} {
+		for range n {
+			check(l, t0, one(v, 1))
+		}
+	}
+	// next window: b 3 more (2 pass), d 4 (2 pass)
+	for v, n := range map[string]int{"b": 3, "d": 4} {
+		for range n {
+			check(l, at(time.Second), one(v, 1))
+		}
+	}
+	top := l.Top(at(time.Second+time.Millisecond), 2)
+	if len(top) != 2 || top[0].Rule != 0 || top[0].Resource != "r" || top[0].Param != "p" {
+		t.Fatalf("top %+v", top)
+	}
+	wantPassed := []TopValue{{"b", 4, 1}, {"a", 2, 3}}
+	wantBlocked := []TopValue{{"a", 2, 3}, {"d", 2, 2}}
+	if !slices.Equal(top[0].ByPassed, wantPassed) {
+		t.Errorf("by passed %+v, want %+v", top[0].ByPassed, wantPassed)
+	}
+	if !slices.Equal(top[0].ByBlocked, wantBlocked) {
+		t.Errorf("by blocked %+v, want %+v", top[0].ByBlocked, wantBlocked)
+	}
+	// the concurrency rule counts the calls that passed (a call blocked by the other rule did not);
+	// a tie goes to the smaller value.
+	if got := top[1].ByPassed; !slices.Equal(got, []TopValue{{"b", 4, 0}, {"a", 2, 0}}) {
+		t.Errorf("concurrency top %+v", got)
+	}
+	// two windows later, the first window's counts are gone; the second's remain.
+	top = l.Top(at(2*time.Second), 10)
+	want := []TopValue{{"b", 2, 1}, {"d", 2, 2}}
+	if !slices.Equal(top[0].ByPassed, want) {
+		t.Errorf("a window later: %+v, want %+v", top[0].ByPassed, want)
+	}
+	if top = l.Top(at(3*time.Second), 10); len(top[0].ByPassed) != 0 || len(top[0].ByBlocked) != 0 {
+		t.Errorf("old counts reported: %+v", top[0])
+	}
+	if top = l.Top(at(time.Second), 0); top[0].ByPassed != nil {
+		t.Errorf("n = 0 listed values")
+	}
+}
