@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	s, err := New(Config{Addrs: cl.Addrs(), Mode: ModeCluster, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	clk := &fakeClock{now: t0}
+	s.clock = func() time.Time { return clk.now }
+
+	t.Run("slots agree with the server", func(t *testing.T) {
+		for i := range 20 {
+			op := hotparam.RemoteOp{RuleID: "r", Value: fmt.Sprintf("user-%d", i)}
+			k := key(DefaultPrefix, &op)
+			want, _ := strconv.Atoi(cl.Nodes[0].CLI("CLUSTER", "KEYSLOT", k))
+			if got := slot(k); int(got) != want {
+				t.Errorf("slot(%q): got %d, want %d (CLUSTER KEYSLOT)", k, got, want)
+			}
+		}
+	})
+
+	t.Run("keys spread over every node", func(t *testing.T) {
+		for i := range 30 {
+			eval(t, s, qps("spread", fmt.Sprintf("item-%d", i), 10))
+		}
+		for _, n := range cl.Nodes {
+			if got, _ := strconv.Atoi(n.CLI("DBSIZE")); got == 0 {
+				t.Errorf("node %s holds no key after 30 values", n.Addr())
+			}
+		}
+	})
+
+	t.Run("one round trip per slot", func(t *testing.T) {
+		ops := []hotparam.RemoteOp{qps("a", "u1", 5), qps("b", "u1", 5), qps("a", "u2", 5), conc("c", "u3", 5)}
+		slots := map[uint16]bool{}
+		for i := range ops {
+			slots[slot(key(DefaultPrefix, &ops[i]))] = true
+		}
+		if len(slots) != 3 {
+			t.Fatalf("test values: got %d slots, want 3", len(slots))
+		}
+		eval(t, s, ops...) // the script is now loaded where these keys live
+		before, trips := cl.CommandCalls("evalsha"), s.Stats().RoundTrips
+		res := eval(t, s, ops...)
+		if got := cl.CommandCalls("evalsha") - before; got != len(slots) {
+			t.Errorf("EVALSHA calls on the servers: got %d, want %d (one per slot)", got, len(slots))
+		}
+		if got := s.Stats().RoundTrips - trips; got != uint64(len(slots)) {
+			t.Errorf("script calls sent: got %d, want %d", got, len(slots))
+		}
+		want := []int64{3, 3, 3, 3} // two of five taken on each
+		for i, r := range res {
+			if !r.Allowed || r.Remaining != want[i] {
+				t.Errorf("op %d: got %+v, want allowed with %d remaining", i, r, want[i])
+			}
+		}
+	})
+
+	t.Run("a slot that blocks gives back what the others took", func(t *testing.T) {
+		x, y := "gx", "gy"
+		a, b := qps("undo-a", x, 1), qps("undo-b", y, 0)
+		c := conc("undo-c", x, 1)
+		if slot(key(DefaultPrefix, &a)) == slot(key(DefaultPrefix, &b)) {
+			t.Fatal("test values share a slot")
+		}
+		undos := s.Stats().Undos
+		res := eval(t, s, a, c, b)
+		if !res[0].Allowed || !res[1].Allowed || res[2].Allowed {
+			t.Fatalf("call: got %+v, want a and c allowed, b blocked", res)
+		}
+		if got := s.Stats().Undos - undos; got != 1 {
+			t.Errorf("compensations: got %d, want 1", got)
+		}
+		if got := eval(t, s, a, c); !got[0].Allowed || !got[1].Allowed {
+			t.Errorf("after the blocked call: got %+v, want the token and the slot back", got)
+		}
+	})
+}
