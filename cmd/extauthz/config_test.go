@@ -113,7 +113,9 @@ store:
 		{"duration from file", []string{"--config", file}, nil,
 			func(c Config) (any, any) { return c.ShutdownGrace, 3 * time.Second }},
 		{"deep env over file", []string{"--config", file}, map[string]string{"EXTAUTHZ_GRPC_KEEPALIVE_TIME": "30s"},
-			func(c Config) (any, any) { return c.GRPC.Keepalive, KeepaliveConfig{Time: 30 * time.Second, Timeout: 20 * time.Second, MinTime: 10 * time.Second} }},
+			func(c Config) (any, any) {
+				return c.GRPC.Keepalive, KeepaliveConfig{Time: 30 * time.Second, Timeout: 20 * time.Second, MinTime: 10 * time.Second}
+			}},
 		{"list from env", []string{"--config", file}, map[string]string{"EXTAUTHZ_STORE_REDIS_ADDRS": "a:1, b:2", "EXTAUTHZ_STORE_REDIS_MODE": "cluster"},
 			func(c Config) (any, any) { return c.Store.Redis.Addrs, []string{"a:1", "b:2"} }},
 		{"file keeps siblings of an env override", []string{"--config", file}, map[string]string{"EXTAUTHZ_STORE_REDIS_ADDRS": "env:6379"},

@@ -278,6 +278,9 @@ func (s *service) onLoad(e rulestore.Event) {
 	s.metrics.Reload(e.Applied, e.Version, e.Rules)
 	if e.Applied {
 		s.log.Info("rules applied", zap.String("file", e.File), zap.Uint64("version", e.Version), zap.Int("rules", e.Rules))
+		for _, w := range e.Warnings {
+			s.log.Warn("rules warning", zap.String("file", e.File), zap.String("warning", w))
+		}
 		if s.store != nil { // nil during the first load, which newService follows up itself
 			s.metrics.SetResources(resources(s.store.Current()))
 		}

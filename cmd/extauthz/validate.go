@@ -58,6 +58,9 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 	for _, file := range files {
 		rules, err := rulestore.Load(file, opts)
 		if err == nil {
+			for _, w := range rules.Warnings {
+				fmt.Fprintf(stdout, "warning: %s\n", w)
+			}
 			fmt.Fprintf(stdout, "%s: ok: %d authority rules, %d param_flow rules\n",
 				file, len(rules.Authority), len(rules.ParamFlow))
 			continue

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func runValidate(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), append([]string{"validate"}, args...), env(nil), &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+func TestValidateGood(t *testing.T) {
+	out, _, err := runValidate(t, "testdata/good.yaml")
+	if err != nil {
+		t.Fatalf("validate good.yaml: %v\n%s", err, out)
+	}
+	if want := "testdata/good.yaml: ok: 1 authority rules, 2 param_flow rules\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("output %q, want it to end with %q", out, want)
+	}
+	// A concurrency rule loads with a warning that Check does not apply it.
+	if !strings.Contains(out, "warning: ") {
+		t.Errorf("no warning for the concurrency rule in %q", out)
+	}
+}
+
+func TestValidateBroken(t *testing.T) {
+	out, _, err := runValidate(t, "testdata/good.yaml", "testdata/broken.yaml")
+	if err == nil {
+		t.Fatalf("validate broken.yaml succeeded:\n%s", out)
+	}
+	if errors.Is(err, errUsage) {
+		t.Errorf("a broken file is reported as a usage error: %v", err)
+	}
+	if !strings.Contains(out, "testdata/good.yaml: ok") {
+		t.Errorf("the good file is not reported ok:\n%s", out)
+	}
+	// Every problem is printed, one a line, addressed by file, rule and field.
+	wantLines := []string{
+		"testdata/broken.yaml: authority[0]",
+		"testdata/broken.yaml: param_flow[0]",
+		"testdata/broken.yaml: param_flow[1]",
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, w := range wantLines {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no line starting %q in:\n%s", w, out)
+		}
+	}
+	for _, field := range []string{"strategy", "count", "param"} {
+		if !strings.Contains(out, field+": ") {
+			t.Errorf("field %q not named in:\n%s", field, out)
+		}
+	}
+	if got, want := err.Error(), "3 problem(s) found"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+func TestValidateMissingFile(t *testing.T) {
+	out, _, err := runValidate(t, "testdata/nope.yaml")
+	if err == nil {
+		t.Fatal("validate of a missing file succeeded")
+	}
+	if !strings.HasPrefix(out, "testdata/nope.yaml") {
+		t.Errorf("output %q does not name the file", out)
+	}
+}
+
+func TestValidateSentinelParamNames(t *testing.T) {
+	// Without param_names, paramIdx 0 cannot be resolved.
+	if out, _, err := runValidate(t, "testdata/sentinel.json"); err == nil {
+		t.Errorf("sentinel.json validated without param_names:\n%s", out)
+	}
+	out, _, err := runValidate(t, "--config", "testdata/mapping.yaml", "testdata/sentinel.json")
+	if err != nil {
+		t.Fatalf("validate with param_names: %v\n%s", err, out)
+	}
+	if want := "testdata/sentinel.json: ok: 0 authority rules, 1 param_flow rules\n"; out != want {
+		t.Errorf("output %q, want %q", out, want)
+	}
+}
+
+func TestValidateBadConfig(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "c.yaml", "log: {level: loud}\nauthz: {origin: [{from: telepathy}]}\n")
+	out, _, err := runValidate(t, "--config", file, "testdata/good.yaml")
+	if err == nil {
+		t.Fatalf("bad config validated:\n%s", out)
+	}
+	if !strings.Contains(out, "config: log.level: ") {
+		t.Errorf("log.level not reported:\n%s", out)
+	}
+	if !strings.Contains(out, "telepathy") {
+		t.Errorf("bad origin source not reported:\n%s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"validate without files", []string{"validate"}},
+		{"unknown command", []string{"frobnicate"}},
+		{"unknown flag", []string{"serve", "--colour"}},
+		{"serve with arguments", []string{"serve", "extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, env(nil), &stdout, &stderr)
+			if !errors.Is(err, errUsage) {
+				t.Errorf("run(%q) = %v, want a usage error", tt.args, err)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, env(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "extauthz validate") {
+		t.Errorf("help does not list validate:\n%s", stdout.String())
+	}
+}
