@@ -70,6 +70,24 @@ func waitLastError(t *testing.T, s *Store) *LoadError {
 	}
 }
 
+// firstCount is the count of the set's first param-flow rule, or -1 when it has none.
+func firstCount(set *Set) int64 {
+	if len(set.Rules.ParamFlow) == 0 {
+		return -1
+	}
+	return set.Rules.ParamFlow[0].Count
+}
+
+// renameWrite replaces path atomically, as editors and atomic writers do.
+func renameWrite(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	writeFile(t, tmp, content)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRunRenameWrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
@@ -84,7 +102,7 @@ func TestRunRenameWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := waitVersion(t, s, 2)
-	if got := set.Rules.ParamFlow[0].Count; got != 7 {
+	if got := firstCount(set); got != 7 {
 		t.Errorf("count %d after rename, want 7", got)
 	}
 
@@ -93,15 +111,15 @@ func TestRunRenameWrite(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitVersion(t, s, 3).Rules.ParamFlow[0].Count; got != 8 {
+	if got := firstCount(waitVersion(t, s, 3)); got != 8 {
 		t.Errorf("count %d after second rename, want 8", got)
 	}
 
 	// An invalid save keeps the rules in force.
 	writeFile(t, path, "param_flow: [{resource: r}]\n")
 	le := waitLastError(t, s)
-	if got := s.Current(); got.Version != 3 || got.Rules.ParamFlow[0].Count != 8 {
-		t.Errorf("after invalid save: version %d, count %d; want 3, 8", got.Version, got.Rules.ParamFlow[0].Count)
+	if got := s.Current(); got.Version != 3 || firstCount(got) != 8 {
+		t.Errorf("after invalid save: version %d, count %d; want 3, 8", got.Version, firstCount(got))
 	}
 	if le.Message == "" {
 		t.Error("LastError has no message")
@@ -146,11 +164,11 @@ func TestRunConfigMapSwap(t *testing.T) {
 		}
 	}
 	swap("..2026_x", "..2026_y", orderRules(4, 1))
-	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 4 {
+	if got := firstCount(waitVersion(t, s, 2)); got != 4 {
 		t.Errorf("count %d after the first swap, want 4", got)
 	}
 	swap("..2026_y", "..2026_z", orderRules(5, 1))
-	if got := waitVersion(t, s, 3).Rules.ParamFlow[0].Count; got != 5 {
+	if got := firstCount(waitVersion(t, s, 3)); got != 5 {
 		t.Errorf("count %d after the second swap, want 5", got)
 	}
 }
@@ -162,12 +180,16 @@ func TestRunSymlinkToFileElsewhere(t *testing.T) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	s, _ := newTestStore(t, Options{File: path, Debounce: 50 * time.Millisecond})
 	runStore(t, s)
-	// Edit the target in place: only the target's directory sees that event (and if Run has
-	// not set its watches up yet, its start-up reload reads the new content).
+	// Once a rename of the target is seen, Run is watching the target's directory.
+	renameWrite(t, target, orderRules(2, 1))
+	if got := firstCount(waitVersion(t, s, 2)); got != 2 {
+		t.Fatalf("count %d after renaming the target, want 2", got)
+	}
+	// Edit the target in place: only the target's directory sees that event.
 	writeFile(t, target, orderRules(6, 1))
-	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 6 {
+	if got := firstCount(waitVersion(t, s, 3)); got != 6 {
 		t.Errorf("count %d after editing the target, want 6", got)
 	}
 }
@@ -177,19 +199,19 @@ func TestRunDebouncesBursts(t *testing.T) {
 	writeFile(t, path, orderRules(1, 1))
 	s, ev := newTestStore(t, Options{File: path, Debounce: 300 * time.Millisecond})
 	runStore(t, s)
-	time.Sleep(50 * time.Millisecond) // let Run's start-up reload (a no-op) pass
-	for n := 2; n <= 6; n++ {
+	renameWrite(t, path, orderRules(2, 1))
+	waitVersion(t, s, 2) // Run is watching
+	for n := 3; n <= 7; n++ {
 		writeFile(t, path, orderRules(n, 1))
 	}
-	if got := waitVersion(t, s, 2).Rules.ParamFlow[0].Count; got != 6 {
-		t.Errorf("count %d after the burst, want the last write's 6", got)
+	if got := firstCount(waitVersion(t, s, 3)); got != 7 {
+		t.Errorf("count %d after the burst, want the last write's 7", got)
 	}
 	time.Sleep(400 * time.Millisecond) // a second reload, if any, would have happened by now
-	if got := len(ev.all()); got != 2 {
-		t.Errorf("%d loads, want 2 (New and one for the burst)", got)
+	if got := len(ev.all()); got != 3 {
+		t.Errorf("%d loads, want 3 (New, the rename, and one for the burst)", got)
 	}
 }
-
 func TestRunWithoutFile(t *testing.T) {
 	s, _ := newTestStore(t, Options{})
 	stop := runStore(t, s)
@@ -209,18 +231,18 @@ func TestRunWaitsOutATruncatedFile(t *testing.T) {
 	writeFile(t, path, orderRules(1, 1))
 	s, _ := newTestStore(t, Options{File: path, Debounce: 400 * time.Millisecond})
 	runStore(t, s)
-	time.Sleep(50 * time.Millisecond) // let Run's start-up reload (a no-op) pass
+	renameWrite(t, path, orderRules(2, 1))
+	waitVersion(t, s, 2) // Run is watching
 	// Truncate, and complete the write a little after one debounce period.
 	writeFile(t, path, "")
 	time.Sleep(550 * time.Millisecond)
-	writeFile(t, path, orderRules(2, 1))
-	set := waitVersion(t, s, 2)
-	if got := len(set.Rules.ParamFlow); got != 2 {
-		t.Fatalf("%d rules in version 2, want 2 (the empty file was applied)", got)
+	writeFile(t, path, orderRules(3, 1))
+	if got := firstCount(waitVersion(t, s, 3)); got != 3 {
+		t.Fatalf("count %d in version 3, want 3 (-1: the empty file was applied)", got)
 	}
 	// A file that stays empty is applied after the extra wait.
 	writeFile(t, path, "")
-	if got := len(waitVersion(t, s, 3).Rules.ParamFlow); got != 0 {
+	if got := len(waitVersion(t, s, 4).Rules.ParamFlow); got != 0 {
 		t.Errorf("%d rules after the file stayed empty, want 0", got)
 	}
 }
