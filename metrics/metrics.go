@@ -66,7 +66,7 @@ func New(opts Options) *Metrics {
 		domains:  make(map[string]struct{}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_decisions_total",
-			Help: "Decisions by API (check, ratelimit), rate-limit domain, resource and result.",
+			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule applied, \"other\" for one no rule names) and result.",
 		}, []string{"api", "domain", "resource", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "extauthz_decision_duration_seconds",
@@ -152,6 +152,9 @@ func (m *Metrics) SetResources(resources []string) {
 }
 
 func (m *Metrics) resourceLabel(resource string) string {
+	if resource == "" {
+		return "" // no rule applied
+	}
 	if _, ok := (*m.resources.Load())[resource]; ok {
 		return resource
 	}
@@ -174,8 +177,9 @@ func (m *Metrics) domainLabel(domain string) string {
 	return domain
 }
 
-// Decision records one answer of api ("check" or "ratelimit") for resource, with its result and
-// the time it took. domain is the rate-limit domain ("" for check).
+// Decision records one answer of api (ext_authz or ratelimit) for resource, with its result and
+// the time it took. domain is the rate-limit domain ("" for ext_authz); resource is "" when no
+// rule applied, and counted as Other when the rules in force do not name it.
 func (m *Metrics) Decision(api, domain, resource, result string, latency time.Duration) {
 	// GetMetricWithLabelValues rather than WithLabelValues: a label value that is not valid
 	// UTF-8 is an error to drop, never a panic on the request path.

@@ -78,6 +78,8 @@ func TestDecisionLabels(t *testing.T) {
 	// Resources not named by the rules share one label value.
 	m.Decision("check", "", "GET:/random/1", "ok", time.Millisecond)
 	m.Decision("check", "", "GET:/random/2", "ok", time.Millisecond)
+	// No rule applied: its own label value.
+	m.Decision("check", "", "", "ok", time.Millisecond)
 
 	tests := []struct {
 		labels map[string]string
@@ -87,13 +89,14 @@ func TestDecisionLabels(t *testing.T) {
 		{map[string]string{"api": "check", "domain": "", "resource": "GET:/hello", "result": "denied"}, 1},
 		{map[string]string{"api": "ratelimit", "domain": "edge", "resource": "POST:/order", "result": "over_limit"}, 1},
 		{map[string]string{"api": "check", "domain": "", "resource": Other, "result": "ok"}, 2},
+		{map[string]string{"api": "check", "domain": "", "resource": "", "result": "ok"}, 1},
 	}
 	for _, tt := range tests {
 		if got := counter(t, m, "extauthz_decisions_total", tt.labels); got != tt.want {
 			t.Errorf("decisions%v = %v, want %v", tt.labels, got, tt.want)
 		}
 	}
-	if got, want := series(t, m, "extauthz_decisions_total"), 4; got != want {
+	if got, want := series(t, m, "extauthz_decisions_total"), 5; got != want {
 		t.Errorf("decision series = %d, want %d", got, want)
 	}
 
@@ -101,10 +104,10 @@ func TestDecisionLabels(t *testing.T) {
 	if h == nil {
 		t.Fatal("latency histogram for check not found")
 	}
-	if got, want := h.GetHistogram().GetSampleCount(), uint64(5); got != want {
+	if got, want := h.GetHistogram().GetSampleCount(), uint64(6); got != want {
 		t.Errorf("check latency samples = %d, want %d", got, want)
 	}
-	if got, want := h.GetHistogram().GetSampleSum(), 0.005; got < want-1e-12 || got > want+1e-12 {
+	if got, want := h.GetHistogram().GetSampleSum(), 0.006; got < want-1e-12 || got > want+1e-12 {
 		t.Errorf("check latency sum = %v, want %v", got, want)
 	}
 
