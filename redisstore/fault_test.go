@@ -211,3 +211,23 @@ func TestObserveAndClose(t *testing.T) {
 		t.Errorf("stats: got %+v, want 1 call, 2 round trips (EVALSHA, then EVAL on a fresh server)", st)
 	}
 }
+
+func TestCallerCancelIsNoFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BreakerFailures: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Eval(ctx, []hotparam.RemoteOp{loadOp}, make([]hotparam.RemoteResult, 1)); err == nil {
+		t.Fatal("Eval with a cancelled context: got nil error")
+	}
+	if st := s.Stats(); st.BreakerOpen || st.Errors != 1 {
+		t.Errorf("after the caller cancelled: got %+v, want one error and the breaker closed", st)
+	}
+	if err := evalErr(s); err != nil {
+		t.Errorf("next call: got %v, want nil", err)
+	}
+}

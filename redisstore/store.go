@@ -1,5 +1,3 @@
-// Package redisstore keeps the state of cluster hot-param rules in Redis (standalone or Redis
-// Cluster), shared by every replica: one atomic server-side script per request and slot.
 package redisstore
 
 import (
@@ -187,6 +185,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		s.shorts.Add(1)
 		return ErrUnavailable
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
@@ -197,9 +196,12 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	s.latency.Add(int64(lat))
 	if err != nil {
 		s.errs.Add(1)
-		if _, ok := rueidis.IsRedisErr(err); ok {
+		switch _, redisErr := rueidis.IsRedisErr(err); {
+		case redisErr:
 			s.br.success() // Redis answered: it is up, the call was wrong
-		} else {
+		case parent.Err() != nil:
+			// the caller gave up (its own deadline or cancellation): no fault of Redis
+		default:
 			s.br.failure()
 		}
 	} else {

@@ -1,0 +1,56 @@
+// Package redisstore keeps the state of cluster hot-param rules in Redis (standalone or Redis
+// Cluster), shared by every replica: one atomic server-side script per request and slot.
+//
+// # Semantics
+//
+// Store implements hotparam.Remote with the local engine's semantics: an exact continuous token
+// bucket of capacity Count+Burst refilled at Count per Duration (a request asking more than the
+// capacity, and every request of a Count 0 rule, is blocked and consumes nothing); throttling
+// that spaces a value's requests Duration/Count apart and blocks a request whose wait would
+// exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that a release
+// frees (oldest first, never below zero) and that expire after Lease. A call is all or nothing:
+// unless every op that is not Shadow passes, nothing is consumed; Release ops never block and
+// always apply.
+//
+// # Time and precision
+//
+// The clock is Redis's (TIME inside the script; Redis 7 replicates scripts by their effects), so
+// replicas with skewed clocks agree. Time is kept in whole microseconds since the Unix epoch
+// (exact in Lua's doubles until the year 2255); Duration and Lease are truncated to microseconds.
+// Count/Duration is reduced to lowest terms r/d; bucket tokens are counted in units of 1/d and a
+// throttle schedule in microseconds plus a fraction in 1/r, so no fraction of a token or of a
+// spacing is ever lost. CheckOp states the ranges in which this is exact; Eval rejects ops
+// outside them. Waits and retry/reset times are returned in nanoseconds, rounded up.
+//
+// # Keys and memory
+//
+// A value's state for a rule is at Prefix:{value}:ruleID:kind (kind b bucket, t throttle, c
+// concurrency; a value that is long, empty, starts with '#' or holds a brace is replaced by a
+// hash of it). The hash tag is the value, so all rules of one value share a Redis Cluster slot.
+// A bucket is a string "units time scale", expiring when it would be full again (a full bucket
+// is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
+// sorted set of lease expiries, expiring with its last lease and deleted when empty. Redis
+// memory is therefore bounded by the values active within one duration or lease.
+//
+// # Cluster mode
+//
+// In standalone mode a call is one EVALSHA. In cluster mode the ops are grouped by slot and the
+// groups are sent together, one EVALSHA each, to the nodes that own them: one round trip per
+// slot, in parallel. Each group is atomic; across groups all or nothing is best effort: when a
+// group blocks while others consumed, Eval sends the others a compensating call that gives the
+// tokens, schedule and leases back. Between the two calls a concurrent request may see the
+// consumed state, and a compensation that fails is lost (the tokens refill, the leases expire).
+//
+// # Failures
+//
+// Every Eval has Config.Timeout as its deadline. An error means nothing was decided; the caller
+// applies its fallback. BreakerFailures consecutive failures open a circuit breaker: Eval then
+// returns ErrUnavailable at once, and Run probes Redis with PING every BreakerCooldown, closing
+// the breaker when it answers. A Redis restarted on the same address is used again without a
+// new Store (scripts are sent again with EVAL when the server answers NOSCRIPT).
+//
+// # Tests
+//
+// The script takes an optional time argument in place of the Redis clock; only this package's
+// tests set it (Store.clock), so that their expectations are exact to the microsecond.
+package redisstore
