@@ -216,3 +216,18 @@ func TestDescriptorProto(t *testing.T) {
 		t.Errorf("unset hits_addend = %v, want nil", got)
 	}
 }
+
+func BenchmarkDescriptors(b *testing.B) {
+	c, err := Load("envoy.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	route := c.Route("downloads")
+	r := Request{Method: "GET", Path: "/downloads/f", Headers: map[string][]string{"x-origin": {"web"}, "x-user-id": {"u1"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Descriptors(route, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -161,28 +161,36 @@ func (w *walker) any(path string, a *anypb.Any) {
 	w.message(fmt.Sprintf("%s(%s)", path, m.ProtoReflect().Descriptor().Name()), m.ProtoReflect())
 }
 
-// clusterFields names, per message type, the string fields that name a cluster.
-var clusterFields = map[protoreflect.FullName]string{
-	"envoy.config.core.v3.GrpcService.EnvoyGrpc":             "cluster_name",
-	"envoy.config.route.v3.RouteAction":                      "cluster",
-	"envoy.config.route.v3.WeightedCluster.ClusterWeight":    "name",
-	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy":  "cluster",
-	"envoy.config.core.v3.HttpUri":                           "cluster",
-	"envoy.config.core.v3.ApiConfigSource":                   "cluster_names",
-	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy": "cluster",
-	"envoy.config.trace.v3.ZipkinConfig":                     "collector_cluster",
+// clusterField names the string field of a message type that names a cluster, or "".
+func clusterField(m protoreflect.FullName) protoreflect.Name {
+	switch m {
+	case "envoy.config.core.v3.GrpcService.EnvoyGrpc":
+		return "cluster_name"
+	case "envoy.config.route.v3.RouteAction",
+		"envoy.config.route.v3.RouteAction.RequestMirrorPolicy",
+		"envoy.config.core.v3.HttpUri",
+		"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":
+		return "cluster"
+	case "envoy.config.route.v3.WeightedCluster.ClusterWeight":
+		return "name"
+	case "envoy.config.core.v3.ApiConfigSource":
+		return "cluster_names"
+	case "envoy.config.trace.v3.ZipkinConfig":
+		return "collector_cluster"
+	}
+	return ""
 }
 
 func (w *walker) collectClusters(path string, m protoreflect.Message) {
-	field, ok := clusterFields[m.Descriptor().FullName()]
-	if !ok || field == "" {
+	field := clusterField(m.Descriptor().FullName())
+	if field == "" {
 		return
 	}
-	fd := m.Descriptor().Fields().ByName(protoreflect.Name(field))
+	fd := m.Descriptor().Fields().ByName(field)
 	if fd == nil || fd.Kind() != protoreflect.StringKind || !m.Has(fd) {
 		return
 	}
-	where := path + "." + field
+	where := path + "." + string(field)
 	if fd.IsList() {
 		l := m.Get(fd).List()
 		for i := 0; i < l.Len(); i++ {
