@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -129,4 +130,22 @@ func TestSIGTERMWithCallsInFlight(t *testing.T) {
 	if _, err := s.limitErr(rr); err == nil {
 		t.Error("a call after shutdown succeeded")
 	}
+}
+
+// TestValidateCommand: `extauthz validate` accepts the shipped rules with the shipped config and
+// rejects a broken copy, naming the file and the field.
+func TestValidateCommand(t *testing.T) {
+	out, err := exec.Command(binary, "validate", "--config", extauthzYAML, rulesYAML).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate %s: %v\n%s", rulesYAML, err, out)
+	}
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	if err := os.WriteFile(broken, bytes.Replace(readRules(t), []byte("behavior: throttle"), []byte("behavior: thottle"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(binary, "validate", "--config", extauthzYAML, broken).CombinedOutput()
+	if err == nil {
+		t.Fatalf("validate of a broken file exited 0\n%s", out)
+	}
+	mustContain(t, "validate output", string(out), "broken.yaml", "behavior")
 }
