@@ -24,12 +24,14 @@ const (
 //   - throttle: a is the instant (Unix ns) of the next free slot, b its fraction in units of
 //     1/scale ns (scale is the count the fraction was computed with);
 //   - concurrency: a is the number of hits in flight (the leases are kept by the shard).
-//
-// The window counters feed Top; win is the index of the window they count (Unix time divided by
-// the rule's window).
 type state struct {
-	a, b        int64
-	scale       uint64
+	a, b  int64
+	scale uint64
+}
+
+// counters count a value's requests for Top: passed and blocked in window win (Unix time divided
+// by the rule's window) and in the window before.
+type counters struct {
 	win         uint32
 	passed      uint32
 	blocked     uint32

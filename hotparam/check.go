@@ -113,7 +113,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		}
 		slot, created := o.sh.get(o.value, o.hash)
 		o.slot = slot
-		sl := &o.sh.slots[slot]
+		sl := o.sh.at(slot)
 		sl.pinned = true
 		if created {
 			switch o.rs.kind {
@@ -122,7 +122,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 			case kindThrottle:
 				o.lim.initThrottle(&sl.st, now)
 			}
-			sl.st.win = uint32(now / o.rs.window)
+			sl.win = uint32(now / o.rs.window)
 		}
 	}
 }
@@ -135,7 +135,7 @@ func unlock(ops []op) {
 		if o.sh == nil {
 			continue
 		}
-		o.sh.slots[o.slot].pinned = false
+		o.sh.at(o.slot).pinned = false
 		if o.sh != prev {
 			o.sh.mu.Unlock()
 			prev = o.sh
@@ -162,7 +162,7 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			continue
 		}
 		o.applied, o.blocked, o.wait, o.retry = false, false, 0, 0
-		s := &o.sh.slots[o.slot].st
+		s := &o.sh.at(o.slot).st
 		ok := true
 		switch o.rs.kind {
 		case kindReject:
@@ -217,7 +217,7 @@ func undo(ops []op) {
 		if o.sh == nil || !o.applied {
 			continue
 		}
-		o.sh.slots[o.slot].st = o.saved
+		o.sh.at(o.slot).st = o.saved
 		if o.rs.kind == kindConcurrency {
 			o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leases])
 		}
@@ -234,7 +234,7 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 			continue
 		}
 		if !o.release {
-			count(&o.sh.slots[o.slot].st, uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
+			o.sh.at(o.slot).count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
 		}
 		if st != nil && !o.rs.rule.Shadow {
 			c := l.status(now, o, opt)
@@ -246,15 +246,15 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 		if o.sh == nil || o.rs.kind != kindConcurrency {
 			continue
 		}
-		sl := &o.sh.slots[o.slot]
+		sl := o.sh.at(o.slot)
 		if sl.where != inFree && sl.st.a == 0 {
 			o.sh.remove(o.slot)
 		}
 	}
 }
 
-// count adds one request to s's counters of window w.
-func count(s *state, w uint32, passed, blocked bool) {
+// count adds one request to the counters of window w.
+func (s *counters) count(w uint32, passed, blocked bool) {
 	if s.win != w {
 		if s.win+1 == w {
 			s.prevPassed, s.prevBlocked = s.passed, s.blocked
@@ -273,7 +273,7 @@ func count(s *state, w uint32, passed, blocked bool) {
 
 // status is o's limit as it stands, for rate-limit headers.
 func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
-	s := &o.sh.slots[o.slot].st
+	s := &o.sh.at(o.slot).st
 	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.rule.Duration}
 	switch o.rs.kind {
 	case kindReject:

@@ -11,7 +11,7 @@ func (sh *shard) prune(i int32, now int64) {
 	if len(ls) == 0 {
 		return
 	}
-	s := &sh.slots[i].st
+	s := &sh.at(i).st
 	kept := ls[:0]
 	for _, l := range ls {
 		if l.exp > now {
@@ -38,7 +38,7 @@ func (sh *shard) setLeases(i int32, ls []lease) {
 // acquire takes n of the count slots of the pruned slot i with a lease until exp. When it
 // cannot, it takes nothing and returns the time until the first lease expires.
 func (sh *shard) acquire(i int32, count, n, now, exp int64) (bool, int64) {
-	s := &sh.slots[i].st
+	s := &sh.at(i).st
 	ls := sh.leases[i]
 	if n > count-s.a {
 		retry := exp - now // nothing in flight to wait for: a lease's length
@@ -58,7 +58,7 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64) (bool, int64) {
 // release gives back n slots of slot i, the latest leases first (so that leases whose release
 // was lost are the oldest, and expire first), never below zero. Requires mu held.
 func (sh *shard) release(i int32, n int64) {
-	s := &sh.slots[i].st
+	s := &sh.at(i).st
 	ls := sh.leases[i]
 	for n > 0 && len(ls) > 0 {
 		last := &ls[len(ls)-1]

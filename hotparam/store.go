@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // store holds the states of one rule's values, at most capacity of them, in shards with a lock
@@ -14,29 +15,33 @@ import (
 // (scan resistance). A ghost table of recently evicted values sends a value that comes back
 // straight to the main queue.
 //
-// The value states live inline in one slice per shard (no pointer per value), indexed by a map;
-// the queues are doubly linked lists threaded through that slice.
+// The value states live inline in pages of slots per shard (no pointer per value), indexed by a
+// map; the queues are doubly linked lists threaded through the slots. The capacity holds for the
+// store as a whole: a shard inserting into a full store evicts one of its own values.
 type store struct {
-	id     uint64 // orders the locks of different stores
-	seed   maphash.Seed
-	mask   uint64
-	shards []shard
+	id       uint64 // orders the locks of different stores
+	seed     maphash.Seed
+	mask     uint64
+	size     atomic.Int64 // values tracked, over all shards
+	capacity atomic.Int64
+	shards   []shard
 }
 
 // shard is one lock's part of a store. All its fields are guarded by mu.
 type shard struct {
 	mu       sync.Mutex
+	st       *store
 	seed     maphash.Seed // the store's
-	index    map[string]int32
-	slots    []slot
+	index    index
+	pages    [][]slot
+	used     int   // slots handed out, free or not
 	freeHead int32 // free slots chained through next; -1 when none
 	size     int
-	cap      int
+	share    int // the shard's share of the capacity: sizes its queues and ghost table
 	smallCap int
 	small    queue
 	main     queue
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
-	ghostN   int               // the ghost table's size, allocated on first use
 	leases   map[int32][]lease // concurrency rules: the leases of each value
 	evicted  uint64
 	_        [64]byte // keeps neighbouring shards' locks off one cache line
@@ -52,6 +57,7 @@ const (
 type slot struct {
 	key        string
 	st         state
+	counters
 	prev, next int32
 	freq       uint8 // accesses since it last moved, up to 3
 	where      uint8
@@ -69,11 +75,13 @@ type lease struct {
 	n   int64
 }
 
-// maxShards bounds the shards of a store; minPerShard keeps small stores in one shard so that
-// their capacity is exact.
+// maxShards bounds the shards of a store; minPerShard keeps small stores in few shards.
+// pageBits sizes the pages of slots.
 const (
 	maxShards   = 64
 	minPerShard = 1024
+	pageBits    = 8
+	pageSize    = 1 << pageBits
 )
 
 func newStore(id uint64, capacity int) *store {
@@ -84,8 +92,9 @@ func newStore(id uint64, capacity int) *store {
 	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.freeHead = -1
+		sh.st = s
 		sh.seed = s.seed
+		sh.freeHead = -1
 		sh.small = queue{head: -1, tail: -1}
 		sh.main = queue{head: -1, tail: -1}
 	}
@@ -93,59 +102,59 @@ func newStore(id uint64, capacity int) *store {
 	return s
 }
 
-// setCapacity spreads capacity over the shards and evicts what no longer fits.
+// setCapacity sets the capacity and evicts what no longer fits.
 func (s *store) setCapacity(capacity int) {
+	capacity = max(capacity, 1)
+	s.capacity.Store(int64(capacity))
 	n := len(s.shards)
 	for i := range s.shards {
 		sh := &s.shards[i]
-		c := capacity / n
-		if i < capacity%n {
-			c++
-		}
 		sh.mu.Lock()
-		sh.cap = max(c, 1)
-		sh.smallCap = max(sh.cap/10, 1)
-		g := 1
-		for g < sh.cap {
-			g *= 2
-		}
-		sh.ghostN = g
-		if sh.ghost != nil && len(sh.ghost) != g {
-			sh.ghost = make([]uint32, g)
-		}
-		for sh.size > sh.cap && sh.evict() {
-		}
+		sh.share = max((capacity+n-1)/n, 1)
+		sh.smallCap = max(sh.share/10, 1)
 		sh.mu.Unlock()
+	}
+	for s.size.Load() > int64(capacity) {
+		evicted := false
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			if s.size.Load() > int64(capacity) && sh.evict() {
+				evicted = true
+			}
+			sh.mu.Unlock()
+		}
+		if !evicted {
+			return
+		}
 	}
 }
 
 func (s *store) hash(v string) uint64 { return maphash.String(s.seed, v) }
 
-func (s *store) shard(h uint64) *shard { return &s.shards[h&s.mask] }
+// at is slot i. Requires mu held.
+func (sh *shard) at(i int32) *slot { return &sh.pages[i>>pageBits][i&(pageSize-1)] }
 
 // get returns the slot of key, creating it when absent (created is then true and the slot's
 // state zero). Requires mu held.
 func (sh *shard) get(key string, h uint64) (i int32, created bool) {
-	if i, ok := sh.index[key]; ok {
-		sl := &sh.slots[i]
+	if _, i := sh.index.find(sh, key, h); i >= 0 {
+		sl := sh.at(i)
 		if sl.freq < 3 {
 			sl.freq++
 		}
 		return i, false
 	}
-	for sh.size >= sh.cap && sh.evict() {
+	capacity := sh.st.capacity.Load()
+	for sh.st.size.Load() >= capacity && sh.evict() {
 	}
 	i = sh.alloc()
-	sl := &sh.slots[i]
+	sl := sh.at(i)
 	sl.key = strings.Clone(key) // the caller's string may live in a reused buffer
-	if sh.index == nil {
-		sh.index = make(map[string]int32)
-	}
-	sh.index[sl.key] = i
+	sh.index.insert(h, i)
 	sh.size++
-	if sh.ghost == nil {
-		sh.ghost = make([]uint32, sh.ghostN)
-	}
+	sh.st.size.Add(1)
+	sh.growGhost()
 	gi, fp := sh.ghostAt(h)
 	if sh.ghost[gi] == fp {
 		sh.ghost[gi] = 0
@@ -156,29 +165,33 @@ func (sh *shard) get(key string, h uint64) (i int32, created bool) {
 	return i, true
 }
 
+// growGhost sizes the ghost table to the shard's values (a power of two, up to its share),
+// starting afresh when it grows. Requires mu held.
+func (sh *shard) growGhost() {
+	want := 64
+	for want < sh.size && want < sh.share {
+		want *= 2
+	}
+	if len(sh.ghost) < want {
+		sh.ghost = make([]uint32, want)
+	}
+}
+
 func (sh *shard) ghostAt(h uint64) (int, uint32) {
 	return int((h >> 32) & uint64(len(sh.ghost)-1)), uint32(h) | 1
 }
 
-// alloc takes a free slot, growing the slots up to the capacity at most (beyond it only when
-// every slot is pinned by the current Check). Requires mu held.
+// alloc takes a free slot, adding a page when none is left. Requires mu held.
 func (sh *shard) alloc() int32 {
 	if i := sh.freeHead; i >= 0 {
-		sh.freeHead = sh.slots[i].next
+		sh.freeHead = sh.at(i).next
 		return i
 	}
-	if len(sh.slots) == cap(sh.slots) {
-		c := min(max(2*len(sh.slots), 16), sh.cap)
-		if len(sh.slots) >= 4096 {
-			c = min(len(sh.slots)+len(sh.slots)/4, sh.cap)
-		}
-		c = max(c, len(sh.slots)+1)
-		grown := make([]slot, len(sh.slots), c)
-		copy(grown, sh.slots)
-		sh.slots = grown
+	if sh.used == len(sh.pages)*pageSize {
+		sh.pages = append(sh.pages, make([]slot, pageSize))
 	}
-	sh.slots = append(sh.slots, slot{})
-	return int32(len(sh.slots) - 1)
+	sh.used++
+	return int32(sh.used - 1)
 }
 
 // evict evicts one unpinned value and reports whether it found one. Requires mu held.
@@ -186,15 +199,16 @@ func (sh *shard) evict() bool {
 	for tries := 4*sh.size + 4; tries > 0; tries-- {
 		if sh.small.n > 0 && (sh.small.n >= sh.smallCap || sh.main.n == 0) {
 			i := sh.pop(&sh.small)
-			sl := &sh.slots[i]
+			sl := sh.at(i)
 			if sl.pinned || sl.freq > 0 {
 				sl.freq = 0
 				sh.push(&sh.main, i, inMain)
 				continue
 			}
-			gi, fp := sh.ghostAt(maphash.String(sh.seed, sl.key))
+			h := maphash.String(sh.seed, sl.key)
+			gi, fp := sh.ghostAt(h)
 			sh.ghost[gi] = fp
-			sh.drop(i)
+			sh.drop(i, h)
 			sh.evicted++
 			return true
 		}
@@ -202,7 +216,7 @@ func (sh *shard) evict() bool {
 			return false
 		}
 		i := sh.pop(&sh.main)
-		sl := &sh.slots[i]
+		sl := sh.at(i)
 		if sl.pinned || sl.freq > 0 {
 			if sl.freq > 0 {
 				sl.freq--
@@ -210,7 +224,7 @@ func (sh *shard) evict() bool {
 			sh.push(&sh.main, i, inMain)
 			continue
 		}
-		sh.drop(i)
+		sh.drop(i, maphash.String(sh.seed, sl.key))
 		sh.evicted++
 		return true
 	}
@@ -219,7 +233,7 @@ func (sh *shard) evict() bool {
 
 // remove forgets slot i (unlinking it from its queue). Requires mu held.
 func (sh *shard) remove(i int32) {
-	sl := &sh.slots[i]
+	sl := sh.at(i)
 	switch sl.where {
 	case inSmall:
 		sh.unlink(&sh.small, i)
@@ -228,26 +242,29 @@ func (sh *shard) remove(i int32) {
 	default:
 		return
 	}
-	sh.drop(i)
+	sh.drop(i, maphash.String(sh.seed, sl.key))
 }
 
-// drop frees the unlinked slot i. Requires mu held.
-func (sh *shard) drop(i int32) {
-	sl := &sh.slots[i]
-	delete(sh.index, sl.key)
+// drop frees the unlinked slot i, whose key hashes to h. Requires mu held.
+func (sh *shard) drop(i int32, h uint64) {
+	sl := sh.at(i)
+	if pos, _ := sh.index.find(sh, sl.key, h); pos >= 0 {
+		sh.index.delete(pos)
+	}
 	if sh.leases != nil {
 		delete(sh.leases, i)
 	}
 	*sl = slot{next: sh.freeHead, prev: -1}
 	sh.freeHead = i
 	sh.size--
+	sh.st.size.Add(-1)
 }
 
 func (sh *shard) push(q *queue, i int32, where uint8) {
-	sl := &sh.slots[i]
+	sl := sh.at(i)
 	sl.where, sl.prev, sl.next = where, q.tail, -1
 	if q.tail >= 0 {
-		sh.slots[q.tail].next = i
+		sh.at(q.tail).next = i
 	} else {
 		q.head = i
 	}
@@ -262,14 +279,14 @@ func (sh *shard) pop(q *queue) int32 {
 }
 
 func (sh *shard) unlink(q *queue, i int32) {
-	sl := &sh.slots[i]
+	sl := sh.at(i)
 	if sl.prev >= 0 {
-		sh.slots[sl.prev].next = sl.next
+		sh.at(sl.prev).next = sl.next
 	} else {
 		q.head = sl.next
 	}
 	if sl.next >= 0 {
-		sh.slots[sl.next].prev = sl.prev
+		sh.at(sl.next).prev = sl.prev
 	} else {
 		q.tail = sl.prev
 	}

@@ -27,12 +27,8 @@ func TestDefaultCapacity(t *testing.T) {
 	if got := l.compiled[0].capacity(); got != DefaultCapacity {
 		t.Fatalf("capacity %d, want %d", got, DefaultCapacity)
 	}
-	total := 0
-	for i := range l.compiled[0].store.shards {
-		total += l.compiled[0].store.shards[i].cap
-	}
-	if total != DefaultCapacity {
-		t.Fatalf("shard capacities add up to %d, want %d", total, DefaultCapacity)
+	if got := l.compiled[0].store.capacity.Load(); got != DefaultCapacity {
+		t.Fatalf("store capacity %d, want %d", got, DefaultCapacity)
 	}
 }
 
@@ -77,6 +73,10 @@ func TestScanResistance(t *testing.T) {
 func TestGhostReadmitsToMain(t *testing.T) {
 	s := newStore(1, 10)
 	sh := &s.shards[0]
+	has := func(v string) bool {
+		_, i := sh.index.find(sh, v, s.hash(v))
+		return i >= 0
+	}
 	get := func(v string) bool {
 		_, created := sh.get(v, s.hash(v))
 		return created
@@ -85,20 +85,23 @@ func TestGhostReadmitsToMain(t *testing.T) {
 	i := 0
 	for ; i < 20; i++ { // x leaves through the small queue, remembered by the ghost
 		get("s" + strconv.Itoa(i))
-		if _, ok := sh.index["x"]; !ok {
+		if !has("x") {
 			break
 		}
 	}
 	if i == 20 {
 		t.Fatal("x still tracked after a scan")
 	}
-	if !get("x") || sh.slots[sh.index["x"]].where != inMain {
+	if !get("x") {
+		t.Fatal("x was still tracked")
+	}
+	if _, i := sh.index.find(sh, "x", s.hash("x")); sh.at(i).where != inMain {
 		t.Fatal("x did not come back into the main queue")
 	}
 	for i := 20; i < 200; i++ {
 		get("s" + strconv.Itoa(i))
 	}
-	if _, ok := sh.index["x"]; !ok {
+	if !has("x") {
 		t.Fatal("a scan evicted x from the main queue")
 	}
 	if sh.size != 10 {
@@ -126,5 +129,45 @@ func TestPinnedValuesAreNotEvicted(t *testing.T) {
 	check(l, t0, one("d", 1))
 	if got := l.Stats()[0].Tracked; got != 2 {
 		t.Fatalf("tracked %d after the next insert, want 2", got)
+	}
+}
+
+// TestIndexAgainstMap drives a shard's index through inserts and deletes, with colliding
+// fingerprints, and compares it with a map after every step.
+func TestIndexAgainstMap(t *testing.T) {
+	sh := &shard{}
+	var x index
+	want := map[string]int32{}
+	hashOf := func(k int) uint64 { return uint64(k%37)<<32 | uint64(k) } // many equal fingerprints
+	key := func(k int) string { return "k" + strconv.Itoa(k) }
+	for range 3000/pageSize + 1 {
+		sh.pages = append(sh.pages, make([]slot, pageSize))
+	}
+	rnd := uint64(1)
+	for step := range 20000 {
+		rnd = rnd*6364136223846793005 + 1442695040888963407
+		k := int(rnd>>40) % 3000
+		pos, got := x.find(sh, key(k), hashOf(k))
+		w, ok := want[key(k)]
+		if ok != (got >= 0) || (ok && w != got) {
+			t.Fatalf("step %d: find(%d) = %d, want %d (%v)", step, k, got, w, ok)
+		}
+		if ok {
+			x.delete(pos)
+			delete(want, key(k))
+			continue
+		}
+		sh.at(int32(k)).key = key(k)
+		x.insert(hashOf(k), int32(k))
+		want[key(k)] = int32(k)
+		if x.n != len(want) {
+			t.Fatalf("step %d: n = %d, want %d", step, x.n, len(want))
+		}
+	}
+	for k, w := range want {
+		n, _ := strconv.Atoi(k[1:])
+		if _, got := x.find(sh, k, hashOf(n)); got != w {
+			t.Fatalf("%s: %d, want %d", k, got, w)
+		}
 	}
 }

@@ -25,12 +25,12 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 		for j := range rs.store.shards {
 			sh := &rs.store.shards[j]
 			sh.mu.Lock()
-			for k := range sh.slots {
-				sl := &sh.slots[k]
+			for k := range sh.used {
+				sl := sh.at(int32(k))
 				if sl.where == inFree {
 					continue
 				}
-				p, b := recent(&sl.st, w)
+				p, b := sl.recent(w)
 				if p > 0 {
 					byPassed.offer(TopValue{Value: sl.key, Passed: p, Blocked: b}, n)
 				}
@@ -46,8 +46,8 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 	return out
 }
 
-// recent is s's passed and blocked counts in window w and the one before.
-func recent(s *state, w uint32) (passed, blocked uint64) {
+// recent is the passed and blocked counts in window w and the one before.
+func (s *counters) recent(w uint32) (passed, blocked uint64) {
 	switch {
 	case s.win == w:
 		return uint64(s.passed) + uint64(s.prevPassed), uint64(s.blocked) + uint64(s.prevBlocked)
