@@ -55,8 +55,8 @@ const (
 )
 
 type slot struct {
-	key        string
-	st         state
+	key string
+	st  state
 	counters
 	prev, next int32
 	freq       uint8 // accesses since it last moved, up to 3
