@@ -137,13 +137,19 @@ func headerOption(k, v string) *corev3.HeaderValueOption {
 	}
 }
 
-// rateHeaders appends the x-ratelimit-* headers of st.
+// rateHeaders appends the x-ratelimit-* headers of st, allocated together.
 func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.HeaderValueOption {
-	return append(h,
-		headerOption(HeaderLimit, strconv.FormatInt(st.Limit, 10)),
-		headerOption(HeaderRemaining, strconv.FormatInt(max(st.Remaining, 0), 10)),
-		headerOption(HeaderReset, strconv.FormatInt(ceilSeconds(st.ResetAfter), 10)),
-	)
+	opts := make([]corev3.HeaderValueOption, 3)
+	vals := make([]corev3.HeaderValue, 3)
+	vals[0] = corev3.HeaderValue{Key: HeaderLimit, Value: strconv.FormatInt(st.Limit, 10)}
+	vals[1] = corev3.HeaderValue{Key: HeaderRemaining, Value: strconv.FormatInt(max(st.Remaining, 0), 10)}
+	vals[2] = corev3.HeaderValue{Key: HeaderReset, Value: strconv.FormatInt(ceilSeconds(st.ResetAfter), 10)}
+	for i := range opts {
+		opts[i].Header = &vals[i]
+		opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		h = append(h, &opts[i])
+	}
+	return h
 }
 
 // units are the rate-limit units a limit is stated in, largest first.

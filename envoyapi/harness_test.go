@@ -49,9 +49,10 @@ type decision struct{ api, domain, resource, result string }
 
 // recorder is a Recorder that keeps what it is told.
 type recorder struct {
-	mu        sync.Mutex
-	decisions []decision
-	waits     []time.Duration
+	mu       sync.Mutex
+	lastSeen decision
+	n        int
+	waits    []time.Duration
 }
 
 var _ Recorder = (*recorder)(nil)
@@ -59,7 +60,8 @@ var _ Recorder = (*recorder)(nil)
 func (r *recorder) Decision(api, domain, resource, result string, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.decisions = append(r.decisions, decision{api, domain, resource, result})
+	r.lastSeen = decision{api, domain, resource, result}
+	r.n++
 }
 
 func (r *recorder) QueueWait(d time.Duration) {
@@ -71,10 +73,7 @@ func (r *recorder) QueueWait(d time.Duration) {
 func (r *recorder) last() decision {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.decisions) == 0 {
-		return decision{}
-	}
-	return r.decisions[len(r.decisions)-1]
+	return r.lastSeen
 }
 
 func (r *recorder) queueWaits() []time.Duration {

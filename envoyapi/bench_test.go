@@ -1,0 +1,145 @@
+package envoyapi
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// noop answers OK to everything: the floor the gRPC stack sets.
+type noop struct{}
+
+func (noop) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	return &authv3.CheckResponse{
+		Status:       &rpcstatus.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}},
+	}, nil
+}
+
+func (noop) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	for range req.GetDescriptors() {
+		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})
+	}
+	return resp, nil
+}
+
+func registerNoop(g *grpc.Server) {
+	authv3.RegisterAuthorizationServer(g, noop{})
+	rlsv3.RegisterRateLimitServiceServer(g, noop{})
+}
+
+// benchRig serves extauthz with rules that apply to every request and always allow: an
+// authority white list and a token bucket per item value too large to run dry.
+func benchRig(b *testing.B) *rig {
+	return newRig(b, rigConfig{
+		mapping: descriptors.Config{Authz: descriptors.AuthzConfig{
+			Origin: []descriptors.Source{{From: "principal"}, {From: "header", Name: "x-origin"}},
+			Params: map[string]descriptors.Source{
+				"item": {From: "query", Name: "item"},
+				"user": {From: "header", Name: "x-user-id"},
+			},
+		}},
+		authority: []authority.Rule{
+			{Resource: "POST:/order", Strategy: authority.White, Origins: []string{"checkout"}},
+			{Resource: "order", Strategy: authority.White, Origins: []string{"checkout"}},
+		},
+		paramFlow: []hotparam.Rule{
+			{Resource: "POST:/order", Param: "item", Count: 1 << 40, Duration: time.Second},
+			{Resource: "order", Param: "item", Count: 1 << 40, Duration: time.Second},
+		},
+	})
+}
+
+const benchValues = 1024
+
+func BenchmarkCheck(b *testing.B) {
+	reqs := make([]*authv3.CheckRequest, benchValues)
+	for i := range reqs {
+		reqs[i] = httpReq{method: "POST", path: "/order?item=" + strconv.Itoa(i), addr: "10.0.0.1",
+			headers: map[string]string{"x-origin": "checkout", "x-user-id": "u" + strconv.Itoa(i%7),
+				"user-agent": "bench", "accept": "*/*"}}.build()
+	}
+	run := func(b *testing.B, c authv3.AuthorizationClient) {
+		var n atomic.Uint64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				resp, err := c.Check(ctx, reqs[n.Add(1)%benchValues])
+				if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
+					b.Errorf("Check = %v, %v", resp, err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("noop", func(b *testing.B) { run(b, authv3.NewAuthorizationClient(serve(b, registerNoop))) })
+	b.Run("extauthz", func(b *testing.B) { run(b, benchRig(b).auth) })
+}
+
+func BenchmarkShouldRateLimit(b *testing.B) {
+	reqs := make([]*rlsv3.RateLimitRequest, benchValues)
+	for i := range reqs {
+		reqs[i] = rlReq("bench",
+			desc("resource", "order", "origin", "checkout", "item", strconv.Itoa(i)),
+			desc("resource", "order", "origin", "checkout", "user", "u"+strconv.Itoa(i%7)),
+		)
+	}
+	run := func(b *testing.B, c rlsv3.RateLimitServiceClient) {
+		var n atomic.Uint64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				resp, err := c.ShouldRateLimit(ctx, reqs[n.Add(1)%benchValues])
+				if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+					b.Errorf("ShouldRateLimit = %v, %v", resp, err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("noop", func(b *testing.B) { run(b, rlsv3.NewRateLimitServiceClient(serve(b, registerNoop))) })
+	b.Run("extauthz", func(b *testing.B) { run(b, benchRig(b).rls) })
+}
+
+// BenchmarkServerCheck is the handler alone, without gRPC: what extauthz adds per call.
+func BenchmarkServerCheck(b *testing.B) {
+	r := benchRig(b)
+	req := httpReq{method: "POST", path: "/order?item=1", headers: map[string]string{"x-origin": "checkout"}}.build()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, err := r.srv.Check(ctx, req); err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
+			b.Fatal(resp, err)
+		}
+	}
+}
+
+// BenchmarkServerShouldRateLimit is the handler alone, without gRPC.
+func BenchmarkServerShouldRateLimit(b *testing.B) {
+	r := benchRig(b)
+	req := rlReq("bench", desc("resource", "order", "origin", "checkout", "item", "1"), desc("resource", "order", "origin", "checkout", "user", "u"))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, err := r.srv.ShouldRateLimit(ctx, req); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			b.Fatal(resp, err)
+		}
+	}
+}
