@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -284,13 +283,6 @@ func eventually(limit time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// ctxFor is a call context with Envoy's timeout for the API (the filters' timeouts).
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func mustContain(t *testing.T, what, s string, want ...string) {
