@@ -325,3 +325,32 @@ func TestCheckNoRules(t *testing.T) {
 		t.Errorf("Check with no rule set = %v, %v; want OK", resp, err)
 	}
 }
+
+// TestCheckSkipsConcurrency: ext_authz has no completion signal, so concurrency rules are left
+// out of Check; the same rule limits the rate-limit path.
+func TestCheckSkipsConcurrency(t *testing.T) {
+	r := newRig(t, rigConfig{
+		mapping: descriptors.Config{Authz: descriptors.AuthzConfig{Resource: "c",
+			Params: map[string]descriptors.Source{"k": {From: "header", Name: "x-k"}}}},
+		paramFlow: []hotparam.Rule{{Resource: "c", Param: "k", Grade: hotparam.Concurrency, Count: 1}},
+	})
+	req := httpReq{headers: map[string]string{"x-k": "v"}}.build()
+	for i := range 3 {
+		resp, err := r.auth.Check(ctx(t), req)
+		if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
+			t.Fatalf("check %d: %v, %v; want OK", i, resp, err)
+		}
+		if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
+			t.Errorf("check %d: headers %v, want none (no rule applied)", i, h)
+		}
+	}
+	for i, want := range []bool{true, false} {
+		resp, err := r.rls.ShouldRateLimit(ctx(t), rlReq("d", desc("resource", "c", "k", "v")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetOverallCode() == ok; got != want {
+			t.Errorf("ratelimit %d: %v, want OK %v", i, resp.GetOverallCode(), want)
+		}
+	}
+}

@@ -17,7 +17,8 @@
 //     with HTTP 400 and a JSON body {"error": ...}; the rate-limit service answers OVER_LIMIT,
 //     the descriptor at fault OVER_LIMIT and the others OK.
 //
-// A request whose resource no rule names is allowed. The ext_authz path leaves concurrency rules
+// A request whose resource no rule names is allowed. A descriptor's limit override is ignored:
+// limits come from the rules. The ext_authz path leaves concurrency rules
 // out (it has no completion signal); only the rate-limit path, whose stream-done descriptors
 // carry is_negative_hits, acquires and releases concurrency.
 //
