@@ -77,12 +77,18 @@ type proc struct {
 	log []map[string]any // every JSON log line, in order
 }
 
-// start runs the binary with args and waits until it logs that it serves.
+// start runs the binary with args in an empty directory and waits until it logs that it serves.
 func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	return startIn(t, t.TempDir(), args...)
+}
+
+// startIn is start in directory dir.
+func startIn(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -453,6 +459,31 @@ func TestBinary(t *testing.T) {
 	}
 	if !p.logged("stopped") {
 		t.Error("no 'stopped' log entry")
+	}
+}
+
+// Without a configured rules file, ./rules.yaml is used when present, and watched: creating it
+// later applies it.
+func TestBinaryDefaultRulesFile(t *testing.T) {
+	dir := t.TempDir()
+	p := startIn(t, dir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	if ri := p.rules(t); len(ri.Authority) != 0 || ri.LastError != nil {
+		t.Fatalf("/rules without rules.yaml = %+v, want no rules and no error", ri)
+	}
+	writeAtomic(t, filepath.Join(dir, "rules.yaml"), rulesV1("serviceA"))
+	eventually(t, "rules.yaml created after start to be applied", func() bool { return len(p.rules(t).Authority) == 1 })
+	if code := p.stop(t); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+
+	// Present at start.
+	q := startIn(t, dir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	ri := q.rules(t)
+	if ri.File != "rules.yaml" || len(ri.Authority) != 1 || ri.Authority[0].Origins[0] != "serviceA" {
+		t.Errorf("/rules with ./rules.yaml = %+v", ri)
+	}
+	if code := q.stop(t); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
 	}
 }
 
