@@ -108,9 +108,9 @@ func rescale(v int64, from, to uint64, max int64) int64 {
 	return int64(r)
 }
 
-// ceilDiv is ceil(a/b) for a >= 0, b > 0.
+// ceilDiv is ceil(a/b) for 0 <= a <= MaxInt64 and 0 < b <= MaxInt64 (so a+b-1 cannot overflow).
 func ceilDiv(a, b uint64) int64 {
-	return int64(a/b) + int64(min(a%b, 1))
+	return int64((a + b - 1) / b)
 }
 
 // bucket is the token bucket of a reject rule.

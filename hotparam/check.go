@@ -7,8 +7,8 @@ import (
 
 // op is one value's check of one rule within a Check call.
 type op struct {
-	seq     int // position in the call's order: entries, then their rules, then values
-	entry   int // index of the entry
+	seq     int32 // position in the call's order: entries, then their rules, then values
+	entry   int32 // index of the entry
 	rs      *ruleState
 	value   string
 	hits    int64 // >= 1
@@ -20,11 +20,11 @@ type op struct {
 	// Set while the op runs on local state:
 	lim     *limit
 	sh      *shard
-	shard   int // index of sh in its store
+	shard   int32 // index of sh in its store
 	hash    uint64
 	slot    int32
 	saved   state // the value's state before this op changed it, to undo it
-	leases  int   // concurrency: the value's lease count before this op's acquire
+	leases  int32 // concurrency: the value's lease count before this op's acquire
 	applied bool  // this op consumed (undone if the call is blocked)
 	blocked bool  // this op's own limit was exceeded
 	wait    int64 // throttle: ns until the request's slot
@@ -60,7 +60,7 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					continue
 				}
 				for _, v := range p.Values {
-					ops = append(ops, op{seq: len(ops), entry: ei, rs: rs, value: v, hits: hits,
+					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
 						release: e.Release, remote: isRemote})
 					if isRemote {
 						remote++
@@ -94,11 +94,13 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		}
 		o.lim = o.rs.limitOf(o.value, fb && o.remote)
 		h := o.rs.store.hash(o.value)
-		o.shard = int(h & o.rs.store.mask)
+		o.shard = int32(h & o.rs.store.mask)
 		o.sh = &o.rs.store.shards[o.shard]
 		o.hash = h
 	}
-	slices.SortStableFunc(ops, byLockOrder)
+	if len(ops) > 1 {
+		slices.SortStableFunc(ops, byLockOrder)
+	}
 	var prev *shard
 	for i := range ops {
 		if sh := ops[i].sh; sh != nil && sh != prev {
@@ -195,7 +197,7 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 				continue
 			}
 			o.saved = *s
-			o.leases = len(o.sh.leases[o.slot])
+			o.leases = int32(len(o.sh.leases[o.slot]))
 			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease)
 		}
 		if ok {
@@ -310,7 +312,7 @@ func offer(cur *Status, c Status) {
 
 // decide fills d's Block (when !allowed), Shadow and Wait (when allowed) from the local ops
 // and returns the call positions of the ops they came from (-1 for none).
-func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int) {
+func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int32) {
 	blockSeq, shadowSeq = -1, -1
 	for i := range ops {
 		o := &ops[i]
@@ -337,7 +339,7 @@ func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int) {
 }
 
 func blockOf(o *op) Block {
-	return Block{Entry: o.entry, Rule: o.rs.index, Param: o.rs.rule.Param, Value: o.value,
+	return Block{Entry: int(o.entry), Rule: o.rs.index, Param: o.rs.rule.Param, Value: o.value,
 		Reason: reasonOf(o.rs.kind), RetryAfter: durationOf(o.retry)}
 }
 

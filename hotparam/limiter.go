@@ -11,10 +11,24 @@ import (
 // The zero Limiter has no rules and allows everything.
 //
 // A Check is all or nothing: it locks the state of every value it involves (in a fixed order),
-// checks them all and commits all of them or none. A rule of kind reject is a token bucket
-// counted exactly in integers; throttle spaces a value's requests exactly Duration/Count apart;
-// concurrency counts leases in flight. A shadow rule is checked like the others and consumes
-// when the call is allowed (so its counts are real), but never blocks the call.
+// checks them all and commits all of them or none. Per rule kind:
+//
+//   - reject: a token bucket of Count+Burst tokens refilled at Count per Duration, counted
+//     exactly in integers (a token is q units, the bucket gains p units a nanosecond, p/q being
+//     Count/Duration reduced); a new value starts full;
+//   - throttle: a value's requests are given slots exactly Duration/Count apart (a request of n
+//     hits takes n slots); the wait for a slot is rounded up to the nanosecond and may be at most
+//     MaxQueueingTime (and end by CheckOptions.Deadline); idle time earns no credit;
+//   - concurrency: hits in flight, each acquire a lease that a Release entry gives back (the
+//     latest first) or that expires after Lease; a value with nothing in flight is forgotten.
+//
+// Release entries give back concurrency, and tokens on reject rules with Refund; other rules,
+// throttle ones included, ignore them. A release is applied whatever the outcome of the call and
+// never blocks.
+//
+// A shadow rule is checked like the others and consumes when the call is allowed, so that its
+// counts are real, but it never blocks the call; Decision.Shadow reports the first value it
+// would have blocked. Statuses leave shadow rules out.
 type Limiter struct {
 	rules      []Rule
 	compiled   []*ruleState
@@ -54,7 +68,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 	for i := range st {
 		st[i] = Status{Rule: -1}
 	}
-	var buf [8]op
+	var buf [4]op // most calls have a few ops: no allocation for them
 	ops, remote := l.collect(entries, opt, buf[:0])
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
