@@ -17,7 +17,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	clk := &fakeClock{now: t0}
+	clk := &fakeClock{now: t0} // far in the future: no key expires during the test
 	s.clock = func() time.Time { return clk.now }
 
 	t.Run("slots agree with the server", func(t *testing.T) {

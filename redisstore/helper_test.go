@@ -10,12 +10,16 @@ import (
 )
 
 // t0 is the fixed instant the semantic tests start from; the store sends the test's instant to
-// the script instead of reading the Redis clock.
-var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+// the script instead of reading the Redis clock. Keys expire at instants of the script's clock,
+// so t0 is far in the future: no key expires in real time while a test runs.
+var t0 = time.Date(2099, 3, 4, 5, 6, 7, 0, time.UTC)
 
 type fakeClock struct{ now time.Time }
 
 func (c *fakeClock) set(d time.Duration) { c.now = t0.Add(d) }
+
+// setReal sets the clock to the real time, for tests of the keys' expiry in Redis.
+func (c *fakeClock) setReal() { c.now = time.Now() }
 
 // newTestStore starts a redis-server and a Store on it whose clock is the returned fake.
 func newTestStore(t *testing.T) (*Store, *redistest.Server, *fakeClock) {

@@ -10,6 +10,9 @@
 --   rate (count and duration are reduced by their greatest common divisor: rate/duration is
 --   count per duration in lowest terms)
 --
+-- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
+-- full again, a schedule is past, the last lease ends.
+--
 -- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns)}.
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
@@ -261,19 +264,19 @@ local function write(key, s)
       redis.call('DEL', key)
     else
       local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      redis.call('PEXPIRE', key, string.format('%d', cdiv(tonumber(e[2]) - now, 1000)))
+      redis.call('PEXPIREAT', key, string.format('%d', cdiv(tonumber(e[2]), 1000)))
     end
   elseif s.kind == 'b' then
     if s.x >= s.cap then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PX', string.format('%d', cdiv(s.full, 1000)))
+      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PXAT', string.format('%d', cdiv(now + s.full, 1000)))
     end
   else
     if s.x < now or (s.x == now and s.y == 0) then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PX', string.format('%d', cdiv(s.x - now + 1, 1000)))
+      redis.call('SET', key, string.format('%d %d %d', s.x, s.y, s.scale), 'PXAT', string.format('%d', cdiv(s.x + 1, 1000)))
     end
   end
 end
