@@ -143,3 +143,86 @@ func BenchmarkServerShouldRateLimit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRatio calls the no-op server and extauthz alternately from the same goroutines, so
+// that both see the same load, and reports each one's mean call time and extauthz's throughput
+// as a fraction of the no-op's (noop-ns/extauthz-ns).
+func BenchmarkRatio(b *testing.B) {
+	noopConn := serve(b, registerNoop)
+	r := benchRig(b)
+	checks := make([]*authv3.CheckRequest, benchValues)
+	rls := make([]*rlsv3.RateLimitRequest, benchValues)
+	for i := range checks {
+		checks[i] = httpReq{method: "POST", path: "/order?item=" + strconv.Itoa(i), addr: "10.0.0.1",
+			headers: map[string]string{"x-origin": "checkout", "x-user-id": "u" + strconv.Itoa(i%7)}}.build()
+		rls[i] = rlReq("bench",
+			desc("resource", "order", "origin", "checkout", "item", strconv.Itoa(i)),
+			desc("resource", "order", "origin", "checkout", "user", "u"+strconv.Itoa(i%7)),
+		)
+	}
+	type pair struct {
+		name string
+		call func(ctx context.Context, i uint64, extauthz bool) error
+	}
+	noopAuth, noopRLS := authv3.NewAuthorizationClient(noopConn), rlsv3.NewRateLimitServiceClient(noopConn)
+	pairs := []pair{
+		{"Check", func(ctx context.Context, i uint64, ext bool) error {
+			c := noopAuth
+			if ext {
+				c = r.auth
+			}
+			resp, err := c.Check(ctx, checks[i%benchValues])
+			if err == nil && resp.GetStatus().GetCode() != int32(codes.OK) {
+				b.Errorf("Check = %v", resp)
+			}
+			return err
+		}},
+		{"ShouldRateLimit", func(ctx context.Context, i uint64, ext bool) error {
+			c := noopRLS
+			if ext {
+				c = r.rls
+			}
+			resp, err := c.ShouldRateLimit(ctx, rls[i%benchValues])
+			if err == nil && resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+				b.Errorf("ShouldRateLimit = %v", resp)
+			}
+			return err
+		}},
+	}
+	for _, p := range pairs {
+		b.Run(p.name, func(b *testing.B) {
+			var n atomic.Uint64
+			var noopNs, extNs, calls atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				var myNoop, myExt, myCalls int64
+				for pb.Next() {
+					i := n.Add(1)
+					ext := i%2 == 0
+					t := time.Now()
+					if err := p.call(ctx, i/2, ext); err != nil {
+						b.Error(err)
+						return
+					}
+					d := time.Since(t).Nanoseconds()
+					if ext {
+						myExt += d
+						myCalls++
+					} else {
+						myNoop += d
+					}
+				}
+				noopNs.Add(myNoop)
+				extNs.Add(myExt)
+				calls.Add(myCalls)
+			})
+			if c := calls.Load(); c > 0 && extNs.Load() > 0 {
+				b.ReportMetric(float64(noopNs.Load())/float64(c), "noop-ns/call")
+				b.ReportMetric(float64(extNs.Load())/float64(c), "extauthz-ns/call")
+				b.ReportMetric(float64(noopNs.Load())/float64(extNs.Load()), "ratio")
+			}
+		})
+	}
+}
