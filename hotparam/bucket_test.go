@@ -211,3 +211,13 @@ func TestRescaleRoundsDown(t *testing.T) {
 		}
 	}
 }
+
+func TestRejectEarlierInstantAddsNothing(t *testing.T) {
+	l := mustNew(t, qps(10, time.Second))
+	runSteps(t, l, []step{
+		{at: time.Second, hits: 10, allowed: true, remaining: 0, reset: time.Second},
+		// a caller whose clock lags: no tokens from the past, and the bucket's clock stays put.
+		{at: 500 * time.Millisecond, hits: 1, allowed: false, remaining: 0, retry: 600 * time.Millisecond, reset: 1500 * time.Millisecond},
+		{at: time.Second + 100*time.Millisecond, hits: 1, allowed: true, remaining: 0, reset: time.Second},
+	})
+}

@@ -178,6 +178,9 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			}
 			o.saved = *s
 			ok, o.retry = o.lim.take(s, o.hits)
+			if !ok {
+				o.retry += max(s.b-now, 0) // a caller whose clock lags the bucket's
+			}
 		case kindThrottle:
 			o.lim.advance(s, now)
 			o.saved = *s
@@ -280,7 +283,7 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 	switch o.rs.kind {
 	case kindReject:
 		c.Remaining = o.lim.remaining(s)
-		c.ResetAfter = durationOf(o.lim.resetAfter(s))
+		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(s.b-now, 0))
 	case kindThrottle:
 		mw := max(maxWait(o.rs, now, opt), 0)
 		c.Remaining = o.lim.freeSlots(s, now, mw)

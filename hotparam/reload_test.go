@@ -166,3 +166,18 @@ func TestReloadErrorChangesNothing(t *testing.T) {
 		t.Fatalf("after lowering capacity: %+v, want 2 tracked, 3 evictions", got)
 	}
 }
+
+func TestReloadThrottleCountChangeKeepsSlots(t *testing.T) {
+	l := mustNew(t, throttle(3, time.Second, time.Hour))
+	check(l, t0, one("v", 2)) // slots at 0 and 333333333.3ns: the next is 666666666.7ns
+	l2, err := l.Reload([]Rule{throttle(4, time.Second, time.Hour)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{666666667, 916666667, 1166666667} {
+		d := l2.Check(t.Context(), t0, []Entry{one("v", 1)}, CheckOptions{}, nil)
+		if !d.Allowed || d.Wait != want {
+			t.Fatalf("request %d: %+v, want wait %v", i, d, want)
+		}
+	}
+}
