@@ -29,7 +29,8 @@ type Server struct {
 	args []string
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd     // nil when not running
+	exited chan struct{} // closed when cmd has exited
 	paused bool
 }
 
@@ -44,14 +45,25 @@ func start(t testing.TB, port int, extra ...string) *Server {
 	t.Helper()
 	bin := lookup(t)
 	dir := t.TempDir()
-	s := &Server{t: t, Port: port, bin: bin, dir: dir}
-	s.args = append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no",
-	}, extra...)
+	s := &Server{t: t, bin: bin, dir: dir}
 	t.Cleanup(s.Close)
-	s.Restart()
-	return s
+	// Another process may take the free port before the server binds it: then the server exits
+	// at once, and Start tries another port.
+	for attempt := 0; ; attempt++ {
+		s.Port = port
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no",
+		}, extra...)
+		err := s.launch()
+		if err == nil {
+			return s
+		}
+		if attempt == 2 {
+			t.Fatal(err)
+		}
+		port = freePort(t, strings.Contains(strings.Join(extra, " "), "cluster-enabled"))
+	}
 }
 
 func lookup(t testing.TB) string {
@@ -71,30 +83,48 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 // Restart starts the server again on the same port (after Kill), and waits until it answers.
 func (s *Server) Restart() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launch starts the process and waits until it answers PING.
+func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		s.t.Fatalf("redis on %d: Restart while running", s.Port)
+		return fmt.Errorf("redis on %d: started while running", s.Port)
 	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	logPath := filepath.Join(s.dir, "redis.log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		s.t.Fatalf("redis log: %v", err)
+		return fmt.Errorf("redis log: %w", err)
 	}
 	defer log.Close()
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("cannot start redis-server: %v", err)
+		return fmt.Errorf("cannot start redis-server: %w", err)
 	}
-	s.cmd = cmd
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		select {
+		case <-exited:
+			s.cmd = nil
+			b, _ := os.ReadFile(logPath)
+			return fmt.Errorf("redis-server on port %d exited at start; log:\n%s", s.Port, b)
+		default:
+		}
 		if reply, err := s.roundTrip("PING"); err == nil && reply == "+PONG" {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on port %d did not answer PING within 10s; log:\n%s", s.Port, b)
+			s.stop()
+			b, _ := os.ReadFile(logPath)
+			return fmt.Errorf("redis-server on port %d did not answer PING within 10s; log:\n%s", s.Port, b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -131,7 +161,7 @@ func (s *Server) stop() {
 		s.paused = false
 	}
 	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 

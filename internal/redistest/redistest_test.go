@@ -1,0 +1,38 @@
+package redistest
+
+import (
+	"net"
+	"testing"
+)
+
+func TestStartSkipsATakenPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	s := start(t, taken)
+	if s.Port == taken {
+		t.Fatalf("port: got the taken %d, want another", taken)
+	}
+	if got := s.CLI("PING"); got != "PONG" {
+		t.Errorf("PING: got %q, want PONG", got)
+	}
+}
+
+func TestKillRestartCommandCalls(t *testing.T) {
+	s := Start(t)
+	s.CLI("SET", "k", "v")
+	if got := s.CommandCalls("set"); got != 1 {
+		t.Errorf("set calls: got %d, want 1", got)
+	}
+	s.Kill()
+	if _, err := s.roundTrip("PING"); err == nil {
+		t.Error("PING after Kill: got an answer, want an error")
+	}
+	s.Restart()
+	if got := s.CLI("EXISTS", "k"); got != "0" {
+		t.Errorf("after restart without persistence: EXISTS got %s, want 0", got)
+	}
+}
