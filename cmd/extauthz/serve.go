@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -27,12 +29,6 @@ import (
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
 )
-
-// The names the gRPC health service reports on, besides the server as a whole ("").
-var healthServices = []string{
-	"envoy.service.auth.v3.Authorization",
-	"envoy.service.ratelimit.v3.RateLimitService",
-}
 
 // serve runs the service until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -261,9 +257,10 @@ func (s *service) breakerOpen() bool {
 	return s.remote != nil && s.remote.Stats().BreakerOpen
 }
 
+// setHealth sets the status the gRPC health service reports for the server as a whole ("")
+// and for each of the two APIs.
 func (s *service) setHealth(status healthpb.HealthCheckResponse_ServingStatus) {
-	s.health.SetServingStatus("", status)
-	for _, name := range healthServices {
+	for _, name := range []string{"", authv3.Authorization_ServiceDesc.ServiceName, rlsv3.RateLimitService_ServiceDesc.ServiceName} {
 		s.health.SetServingStatus(name, status)
 	}
 }
