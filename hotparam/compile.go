@@ -30,7 +30,8 @@ type ruleState struct {
 	def   limit             // for values without an exception item
 	items map[string]*limit // exception items; nil when none
 	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
-	// (counts divided by Options.Replicas).
+	// (Count and Burst divided by Options.Replicas, rounded up so that a positive count stays
+	// positive).
 	fbDef   limit
 	fbItems map[string]*limit
 	lease   int64 // ns
