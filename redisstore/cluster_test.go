@@ -87,4 +87,38 @@ func TestCluster(t *testing.T) {
 			t.Errorf("after the blocked call: got %+v, want the token and the slot back", got)
 		}
 	})
+
+	t.Run("a node that fails: the others give back", func(t *testing.T) {
+		// find two values whose keys live on different nodes
+		owner := func(v string) *redistest.Server {
+			op := hotparam.RemoteOp{RuleID: "where", Value: v, Count: 10, Duration: time.Hour, Hits: 1}
+			eval(t, s, op)
+			for _, n := range cl.Nodes {
+				if n.CLI("EXISTS", key(DefaultPrefix, &op)) == "1" {
+					return n
+				}
+			}
+			t.Fatalf("no node holds the key of %q", v)
+			return nil
+		}
+		x, ox := "fx", owner("fx")
+		y, oy := "", (*redistest.Server)(nil)
+		for i := 0; oy == nil || oy == ox; i++ {
+			y = fmt.Sprintf("fy%d", i)
+			oy = owner(y)
+		}
+		oy.Kill() // the rest of this test runs without that node
+		a := hotparam.RemoteOp{RuleID: "fail-a", Value: x, Count: 2, Duration: time.Hour, Hits: 1}
+		b := hotparam.RemoteOp{RuleID: "fail-b", Value: y, Count: 2, Duration: time.Hour, Hits: 1}
+		undos := s.Stats().Undos
+		if err := s.Eval(t.Context(), []hotparam.RemoteOp{a, b}, make([]hotparam.RemoteResult, 2)); err == nil {
+			t.Fatal("Eval with a dead node: got nil error")
+		}
+		if got := s.Stats().Undos - undos; got != 1 {
+			t.Errorf("compensations: got %d, want 1", got)
+		}
+		if got := eval(t, s, a)[0]; got.Remaining != 1 {
+			t.Errorf("after the failed call: got %+v, want 1 remaining (the failed call gave its token back)", got)
+		}
+	})
 }

@@ -37,14 +37,16 @@
 // In standalone mode a call is one EVALSHA. In cluster mode the ops are grouped by slot and the
 // groups are sent together, one EVALSHA each, to the nodes that own them: one round trip per
 // slot, in parallel. Each group is atomic; across groups all or nothing is best effort: when a
-// group blocks while others consumed, Eval sends the others a compensating call that gives the
+// group blocks or fails while others consumed, Eval sends the others a compensating call that gives the
 // tokens, schedule and leases back. Between the two calls a concurrent request may see the
 // consumed state, and a compensation that fails is lost (the tokens refill, the leases expire).
 //
 // # Failures
 //
 // Every Eval has Config.Timeout as its deadline. An error means nothing was decided; the caller
-// applies its fallback. BreakerFailures consecutive failures open a circuit breaker: Eval then
+// applies its fallback. Groups that did answer in a call that failed elsewhere are given back
+// as above; a script that Redis ran after the deadline had passed is not (its tokens refill and
+// its leases expire). BreakerFailures consecutive failures open a circuit breaker: Eval then
 // returns ErrUnavailable at once, and Run probes Redis with PING every BreakerCooldown, closing
 // the breaker when it answers. A Redis restarted on the same address is used again without a
 // new Store (scripts are sent again with EVAL when the server answers NOSCRIPT).

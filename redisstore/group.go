@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -91,7 +92,8 @@ func (g *group) decode(res []hotparam.RemoteResult) error {
 }
 
 // exec runs the script once per group, all groups in one pipelined batch (EVALSHA; EVAL for the
-// groups whose server lacks the script), and stores each group's answer in out.
+// groups whose server lacks the script), and stores each group's answer in out. It returns the
+// first error; the groups that answered have their out set all the same.
 func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) error {
 	cmds := make(rueidis.Commands, len(groups))
 	for i := range groups {
@@ -99,45 +101,48 @@ func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) erro
 		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(g.args...).Build()
 	}
 	s.trips.Add(uint64(len(cmds)))
-	results := c.DoMulti(ctx, cmds...)
+	var first error
 	var retry []int
-	for i, r := range results {
+	for i, r := range c.DoMulti(ctx, cmds...) {
 		if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
 			retry = append(retry, i)
 			continue
 		}
-		out, err := r.AsIntSlice()
-		if err != nil {
-			return fmt.Errorf("redis store: %w", err)
+		if out, err := r.AsIntSlice(); err != nil {
+			first = cmp.Or(first, err)
+		} else {
+			groups[i].out = out
 		}
-		groups[i].out = out
 	}
-	if len(retry) == 0 {
-		return nil
-	}
-	cmds = cmds[:0]
-	for _, i := range retry {
-		g := &groups[i]
-		cmds = append(cmds, c.B().Eval().Script(scriptSource).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(g.args...).Build())
-	}
-	s.trips.Add(uint64(len(cmds)))
-	for j, r := range c.DoMulti(ctx, cmds...) {
-		out, err := r.AsIntSlice()
-		if err != nil {
-			return fmt.Errorf("redis store: %w", err)
+	if len(retry) > 0 {
+		cmds = cmds[:0]
+		for _, i := range retry {
+			g := &groups[i]
+			cmds = append(cmds, c.B().Eval().Script(scriptSource).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(g.args...).Build())
 		}
-		groups[retry[j]].out = out
+		s.trips.Add(uint64(len(cmds)))
+		for j, r := range c.DoMulti(ctx, cmds...) {
+			if out, err := r.AsIntSlice(); err != nil {
+				first = cmp.Or(first, err)
+			} else {
+				groups[retry[j]].out = out
+			}
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("redis store: %w", first)
 	}
 	return nil
 }
 
-// undo gives back what the groups that passed consumed when another group blocked: the same
-// ops again as refunds, concurrency leases removed by name. Best effort: errors are ignored.
+// undo gives back what the groups that passed consumed when another group blocked or failed:
+// the same ops again as refunds, concurrency leases removed by name. Best effort: errors are
+// ignored.
 func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, res []hotparam.RemoteResult, groups []group, now, nonce string) {
 	var cmds rueidis.Commands
 	for gi := range groups {
 		g := &groups[gi]
-		if !g.ok {
+		if g.out == nil || !g.ok {
 			continue
 		}
 		args := append([]string(nil), g.args...)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	_ "embed"
@@ -227,18 +228,27 @@ func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 	for i := range groups {
 		groups[i].args = groups[i].encode(ops, now, nonce)
 	}
-	if err := s.exec(ctx, c, groups); err != nil {
-		return err
-	}
+	err := s.exec(ctx, c, groups)
 	blocked := false
 	for i := range groups {
-		if err := groups[i].decode(res); err != nil {
-			return err
+		if groups[i].out == nil {
+			continue
+		}
+		if derr := groups[i].decode(res); derr != nil {
+			err = cmp.Or(err, derr)
+			groups[i].out = nil
+			continue
 		}
 		blocked = blocked || !groups[i].ok
 	}
-	if blocked && len(groups) > 1 {
-		s.undo(ctx, c, ops, res, groups, now, nonce)
+	if (blocked || err != nil) && len(groups) > 1 {
+		// the undo has its own deadline: the call's may be spent
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+		s.undo(uctx, c, ops, res, groups, now, nonce)
+		cancel()
+	}
+	if err != nil {
+		return err
 	}
 	return nil
 }
