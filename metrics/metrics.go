@@ -41,9 +41,10 @@ type Metrics struct {
 	// resources are the resources named by the rules in force; others are counted as Other.
 	resources atomic.Pointer[map[string]struct{}]
 
-	// mu guards domains, the domains seen so far (at most MaxDomains).
+	// domains are the domains seen so far (at most MaxDomains), read without a lock; mu
+	// serialises adding one (copy on write).
 	mu      sync.Mutex
-	domains map[string]struct{}
+	domains atomic.Pointer[map[string]struct{}]
 
 	decisions     *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
@@ -63,7 +64,6 @@ type Metrics struct {
 func New(opts Options) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		domains:  make(map[string]struct{}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_decisions_total",
 			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule applied, \"other\" for one no rule names) and result.",
@@ -121,8 +121,9 @@ func New(opts Options) *Metrics {
 			return 0
 		}),
 	}
-	empty := map[string]struct{}{}
-	m.resources.Store(&empty)
+	noResources, noDomains := map[string]struct{}{}, map[string]struct{}{}
+	m.resources.Store(&noResources)
+	m.domains.Store(&noDomains)
 	m.lastReloadOK.Set(1)
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
@@ -165,15 +166,28 @@ func (m *Metrics) domainLabel(domain string) string {
 	if domain == "" {
 		return ""
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.domains[domain]; ok {
+	seen := *m.domains.Load()
+	if _, ok := seen[domain]; ok {
 		return domain
 	}
-	if len(m.domains) >= MaxDomains {
+	if len(seen) >= MaxDomains {
 		return Other
 	}
-	m.domains[domain] = struct{}{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen = *m.domains.Load()
+	if _, ok := seen[domain]; ok {
+		return domain
+	}
+	if len(seen) >= MaxDomains {
+		return Other
+	}
+	next := make(map[string]struct{}, len(seen)+1)
+	for d := range seen {
+		next[d] = struct{}{}
+	}
+	next[domain] = struct{}{}
+	m.domains.Store(&next)
 	return domain
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,6 +136,29 @@ func TestDomainsBounded(t *testing.T) {
 	m.Decision("ratelimit", "d0", "r", "ok", 0)
 	if got, want := counter(t, m, "extauthz_decisions_total", map[string]string{"domain": "d0"}), 2.0; got != want {
 		t.Errorf("decisions in d0 = %v, want %v", got, want)
+	}
+}
+
+func TestDomainsBoundedConcurrently(t *testing.T) {
+	m := New(Options{NoRuntime: true})
+	m.SetResources([]string{"r"})
+	const workers, each = 8, 10
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m.Decision("ratelimit", fmt.Sprintf("w%d-d%d", w, i), "r", "ok", 0)
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := series(t, m, "extauthz_decisions_total"), MaxDomains+1; got != want {
+		t.Errorf("series = %d, want %d", got, want)
+	}
+	if got, want := counter(t, m, "extauthz_decisions_total", map[string]string{"domain": Other}), float64(workers*each-MaxDomains); got != want {
+		t.Errorf("decisions in %q = %v, want %v", Other, got, want)
 	}
 }
 
@@ -282,6 +306,15 @@ func TestRuntimeCollectors(t *testing.T) {
 	joined := strings.Join(names, " ")
 	if !strings.Contains(joined, "go_goroutines") {
 		t.Errorf("runtime metrics missing; have %s", joined)
+	}
+}
+
+func BenchmarkDecisionSerial(b *testing.B) {
+	m := New(Options{NoRuntime: true})
+	m.SetResources([]string{"GET:/hello"})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Decision("ratelimit", "edge", "GET:/hello", "ok", time.Millisecond)
 	}
 }
 
