@@ -107,6 +107,7 @@ type Rules struct {
 	LoadedAt  *time.Time      `json:"loaded_at"` // null before any load
 	File      string          `json:"file"`
 	LastError *LastError      `json:"last_error"` // null when the last load was applied
+	Warnings  []string        `json:"warnings"`   // notes about the rules in force
 	Authority []AuthorityRule `json:"authority"`
 	ParamFlow []ParamRule     `json:"param_flow"`
 }
@@ -144,7 +145,7 @@ type ParamRule struct {
 }
 
 func rulesView(set *rulestore.Set, last *rulestore.LoadError) Rules {
-	v := Rules{Authority: []AuthorityRule{}, ParamFlow: []ParamRule{}}
+	v := Rules{Warnings: []string{}, Authority: []AuthorityRule{}, ParamFlow: []ParamRule{}}
 	if last != nil {
 		v.LastError = &LastError{Time: last.Time, Message: last.Message}
 	}
@@ -157,6 +158,7 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError) Rules {
 		t := set.LoadedAt
 		v.LoadedAt = &t
 	}
+	v.Warnings = append(v.Warnings, set.Rules.Warnings...)
 	for _, r := range set.Rules.Authority {
 		v.Authority = append(v.Authority, authorityView(r))
 	}

@@ -87,6 +87,7 @@ func TestRules(t *testing.T) {
 					Behavior: hotparam.Throttle, MaxQueueingTime: 500 * time.Millisecond, Shadow: true},
 				{Resource: "GET:/stream", Param: "client_ip", Grade: hotparam.Concurrency, Count: 3, Lease: time.Minute, Cluster: true},
 			},
+			Warnings: []string{"param_flow[2]: concurrency rules apply only to ShouldRateLimit calls"},
 		},
 	}
 	var lastErr *rulestore.LoadError
@@ -107,6 +108,7 @@ func TestRules(t *testing.T) {
 		Version:  3,
 		LoadedAt: &loaded,
 		File:     "/etc/extauthz/rules.yaml",
+		Warnings: []string{"param_flow[2]: concurrency rules apply only to ShouldRateLimit calls"},
 		Authority: []AuthorityRule{
 			{Resource: "GET:/hello", Strategy: "white", Origins: []string{"serviceA", "10.1.0.0/16"}, MissingOrigin: "deny"},
 			{Resource: "GET:/admin", Strategy: "black", Origins: []string{"bad"}, MissingOrigin: "deny"},
@@ -149,7 +151,7 @@ func TestRulesEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"version": 0.0, "loaded_at": nil, "file": "", "last_error": nil,
+		"version": 0.0, "loaded_at": nil, "file": "", "last_error": nil, "warnings": []any{},
 		"authority": []any{}, "param_flow": []any{},
 	}
 	if !reflect.DeepEqual(got, want) {
