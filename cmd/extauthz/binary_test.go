@@ -229,3 +229,47 @@ func TestBinaryStartFailures(t *testing.T) {
 		})
 	}
 }
+
+// A call still held when the grace period ends is cut off, and the process still exits 0.
+func TestBinaryGraceExpires(t *testing.T) {
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - resource: "POST:/slow"
+    param: item_id
+    grade: qps
+    count: 1
+    duration: 10s
+    behavior: throttle
+    max_queueing_time: 10s
+`)
+	cfg := writeFile(t, dir, "extauthz.yaml", "shutdown_grace: 300ms\n")
+	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	rls := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr))
+	if got := rateLimit(t, rls, "POST:/slow", "s"); got != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("first call = %v, want OK", got)
+	}
+	held := make(chan error, 1)
+	go func() {
+		// Its slot is 10s away: far beyond the grace period.
+		_, err := rls.ShouldRateLimit(context.Background(), rlRequest("POST:/slow", "s"))
+		held <- err
+	}()
+	eventually(t, "the call to be held", func() bool {
+		_, body := p.get(t, "/metrics")
+		return strings.Contains(body, "extauthz_queue_wait_seconds_count 1")
+	})
+	begin := time.Now()
+	if code := p.stop(t); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("exit took %v with a 300ms grace", took)
+	}
+	if err := <-held; err == nil {
+		t.Error("the held call succeeded; want it cut off when the grace ended")
+	}
+	if !p.logged("grace period over; closing the calls still in flight") {
+		t.Error("the forced stop was not logged")
+	}
+}
