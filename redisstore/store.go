@@ -43,10 +43,13 @@ type Stats struct {
 	BreakerOpen   bool
 	BreakerOpens  uint64 // times the breaker opened
 	Probes        uint64 // background probes sent
+	// LastError is the error of the last call, probe or connection attempt; nil if it succeeded.
+	LastError error
 }
 
 // Store is a hotparam.Remote backed by Redis. It is safe for concurrent use. Run must be running
-// for the breaker to close again after Redis failed.
+// for the breaker to close again after Redis failed. Make one with New: the zero Store answers
+// every Eval with ErrUnavailable.
 type Store struct {
 	cfg  Config
 	opts Options
@@ -62,6 +65,7 @@ type Store struct {
 	br                                    breaker
 	calls, errs, shorts, trips, undos, pr atomic.Uint64
 	latency                               atomic.Int64
+	lastErr                               atomic.Pointer[error] // nil after a success
 }
 
 type clientBox struct{ c rueidis.Client }
@@ -83,6 +87,7 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:])}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if err := s.connect(); err != nil {
+		s.setErr(err)
 		s.br.trip()
 	}
 	return s, nil
@@ -100,6 +105,10 @@ func (s *Store) Close() {
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
+	var lastErr error
+	if p := s.lastErr.Load(); p != nil {
+		lastErr = *p
+	}
 	return Stats{
 		Calls:         s.calls.Load(),
 		Errors:        s.errs.Load(),
@@ -110,6 +119,7 @@ func (s *Store) Stats() Stats {
 		BreakerOpen:   s.br.open.Load(),
 		BreakerOpens:  s.br.opens.Load(),
 		Probes:        s.pr.Load(),
+		LastError:     lastErr,
 	}
 }
 
@@ -133,7 +143,7 @@ func (s *Store) connect() error {
 // Run probes Redis every BreakerCooldown while the breaker is open (connecting first if New
 // could not), and closes the breaker when a PING succeeds. It returns nil when ctx is done.
 func (s *Store) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.BreakerCooldown)
+	t := time.NewTicker(cmp.Or(s.cfg.BreakerCooldown, DefaultBreakerCooldown))
 	defer t.Stop()
 	for {
 		select {
@@ -141,27 +151,45 @@ func (s *Store) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			if s.br.open.Load() {
-				s.probe(ctx)
+				s.pr.Add(1)
+				if s.Ping(ctx) == nil {
+					s.br.reset()
+				}
 			}
 		}
 	}
 }
 
-// probe sends one PING and closes the breaker if it succeeds.
-func (s *Store) probe(ctx context.Context) {
-	s.pr.Add(1)
-	if s.connect() != nil {
-		return
+// Ping checks that Redis answers, connecting first if needed, within Timeout or half the
+// BreakerCooldown, whichever is longer. It ignores the breaker: readiness checks may call it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.connect(); err != nil {
+		s.setErr(err)
+		return err
 	}
 	b := s.client.Load()
 	if b == nil {
-		return
+		return ErrUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.BreakerCooldown/2))
 	defer cancel()
-	if b.c.Do(ctx, b.c.B().Ping().Build()).Error() == nil {
-		s.br.reset()
+	err := b.c.Do(ctx, b.c.B().Ping().Build()).Error()
+	if err != nil {
+		err = fmt.Errorf("redis store: ping: %w", err)
 	}
+	s.setErr(err)
+	return err
+}
+
+// setErr records the outcome of the last call, for Stats.
+func (s *Store) setErr(err error) {
+	if err == nil {
+		if s.lastErr.Load() != nil {
+			s.lastErr.Store(nil)
+		}
+		return
+	}
+	s.lastErr.Store(&err)
 }
 
 // Eval checks ops in Redis; see hotparam.Remote. In standalone mode all ops go in one script
@@ -195,6 +223,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	lat := time.Since(start)
 	s.calls.Add(1)
 	s.latency.Add(int64(lat))
+	s.setErr(err)
 	if err != nil {
 		s.errs.Add(1)
 		switch _, redisErr := rueidis.IsRedisErr(err); {

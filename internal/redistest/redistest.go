@@ -118,7 +118,8 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on port %d exited at start; log:\n%s", s.Port, b)
 		default:
 		}
-		if reply, err := s.roundTrip("PING"); err == nil && reply == "+PONG" {
+		// any answer will do: a server with a password answers -NOAUTH
+		if reply, err := s.roundTrip("PING"); err == nil && (reply == "+PONG" || strings.HasPrefix(reply, "-NOAUTH")) {
 			return nil
 		}
 		if time.Now().After(deadline) {
