@@ -51,6 +51,10 @@
 // the breaker when it answers. A Redis restarted on the same address is used again without a
 // new Store (scripts are sent again with EVAL when the server answers NOSCRIPT).
 //
+// # Requirements
+//
+// Redis 6.2 or newer (scripts replicated by their effects, SET PXAT); tested with 7.0.
+//
 // # Tests
 //
 // The script takes an optional time argument in place of the Redis clock; only this package's

@@ -76,3 +76,16 @@ func TestThrottle(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { runSteps(t, s, clk, tt.op, tt.steps) })
 	}
 }
+
+func TestThrottleCountChange(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	op := hotparam.RemoteOp{RuleID: "chg", Value: "v", Behavior: hotparam.Throttle, Count: 3,
+		Duration: time.Second, MaxWait: time.Second, Hits: 1}
+	clk.set(0)
+	eval(t, s, op) // free at 333333 1/3 us, the third kept in units of 1/3
+	op.Count = 4   // spacing 250ms; the stored third of a microsecond rounds down
+	got := eval(t, s, op)[0]
+	if want := waited(2, 583333*time.Microsecond, 333333*time.Microsecond); got != want {
+		t.Errorf("after the count changed from 3 to 4: got %+v, want %+v", got, want)
+	}
+}
