@@ -230,3 +230,20 @@ func TestCallerCancelIsNoFailure(t *testing.T) {
 		t.Errorf("next call: got %v, want nil", err)
 	}
 }
+
+func TestRedisErrorReplyIsNoOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BreakerFailures: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op := qps("wrongtype", "v", 5)
+	srv.CLI("ZADD", key(DefaultPrefix, &op), "1", "m") // a sorted set where a bucket belongs
+	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err == nil {
+		t.Fatal("Eval on a key of the wrong type: got nil error")
+	}
+	if st := s.Stats(); st.BreakerOpen || st.Errors != 1 {
+		t.Errorf("after an error reply: got %+v, want one error and the breaker closed", st)
+	}
+}

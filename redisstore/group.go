@@ -75,7 +75,7 @@ func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
 
 func (g *group) decode(res []hotparam.RemoteResult) error {
 	if len(g.out) != 1+5*len(g.ops) {
-		return fmt.Errorf("redis store: script returned %d numbers for %d ops", len(g.out), len(g.ops))
+		return fmt.Errorf("redis store: %w: %d numbers for %d ops", errBadReply, len(g.out), len(g.ops))
 	}
 	g.ok = g.out[0] == 1
 	for j, i := range g.ops {

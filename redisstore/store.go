@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,9 @@ var scriptSource string
 // ErrUnavailable is returned at once by Eval while the breaker is open (Redis failed the last
 // calls) or before the first connection succeeded.
 var ErrUnavailable = errors.New("redis store unavailable")
+
+// errBadReply is wrapped by the errors of a script reply of the wrong shape.
+var errBadReply = errors.New("unexpected script reply")
 
 // Options are the hooks of a Store that a config file cannot hold.
 type Options struct {
@@ -226,13 +230,13 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	s.setErr(err)
 	if err != nil {
 		s.errs.Add(1)
-		switch _, redisErr := rueidis.IsRedisErr(err); {
-		case redisErr:
-			s.br.success() // Redis answered: it is up, the call was wrong
+		switch {
 		case parent.Err() != nil:
 			// the caller gave up (its own deadline or cancellation): no fault of Redis
-		default:
+		case unavailable(err):
 			s.br.failure()
+		default:
+			s.br.success() // Redis answered: it is up, the call was wrong
 		}
 	} else {
 		s.br.success()
@@ -280,4 +284,23 @@ func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		return err
 	}
 	return nil
+}
+
+// unavailable reports whether err means Redis could not serve (no answer, or an answer saying it
+// cannot serve now) rather than an error in the call.
+func unavailable(err error) bool {
+	if errors.Is(err, errBadReply) {
+		return false
+	}
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return true
+	}
+	msg := re.Error()
+	for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "OOM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
