@@ -152,47 +152,54 @@ func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.H
 	return h
 }
 
-// units are the rate-limit units a limit is stated in, largest first.
+// units are the rate-limit units a limit is stated in, smallest first.
 var units = [...]struct {
 	unit rlsv3.RateLimitResponse_RateLimit_Unit
 	d    time.Duration
 }{
-	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-	{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
-	{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
 	{rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+	{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
 }
 
-// currentLimit states count per d in a rate-limit unit: exactly, when d is one second, minute,
-// hour or day; otherwise the same rate in the largest unit where it is at least 1 per unit,
-// rounded down (the largest unit loses the least to rounding), moving to a smaller unit when
-// the number would not fit in 32 bits. A rate under one per day is 0 per DAY. A limit with no
-// duration (a concurrency limit) is count with the unit UNKNOWN.
+// currentLimit states count per d in a rate-limit unit, the closest honest one: exactly when d
+// is one second, minute, hour or day; otherwise the smallest unit in which the rate is a whole
+// number of at least 1 (5 per 2s is 150 per MINUTE, 90 per 90s is 1 per SECOND); failing that, the rate in the smallest unit at least as long as d, rounded down
+// (3 per 700ms is 4 per SECOND), so the stated limit never exceeds the real one. A duration
+// over a day is stated per DAY, rounded down (a rate under one per day is 0 per DAY). A limit
+// with no duration (a concurrency limit) is count with the unit UNKNOWN.
 func currentLimit(count int64, d time.Duration) (uint32, rlsv3.RateLimitResponse_RateLimit_Unit) {
 	count = max(count, 0)
 	if d <= 0 {
 		return clamp32(count), rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 	}
-	for _, u := range units {
-		if d == u.d {
-			return clamp32(count), u.unit
-		}
+	first := len(units) - 1 // the smallest unit at least as long as d
+	for i := len(units) - 1; i >= 0 && units[i].d >= d; i-- {
+		first = i
 	}
 	for _, u := range units {
-		// count * u.d / d, exactly, in 128 bits.
-		hi, lo := bits.Mul64(uint64(count), uint64(u.d))
-		if hi >= uint64(d) {
-			continue // the quotient does not fit in 64 bits
-		}
-		n, _ := bits.Div64(hi, lo, uint64(d))
-		if n >= 1 && n <= math.MaxUint32 {
-			return uint32(n), u.unit
-		}
-		if n == 0 {
-			return 0, u.unit // under one per day (only DAY can give 0: it is tried first)
+		n, rem, ok := perUnit(count, u.d, d)
+		if ok && rem == 0 && n >= 1 && n <= math.MaxUint32 {
+			return clamp32(int64(n)), u.unit
 		}
 	}
-	return math.MaxUint32, rlsv3.RateLimitResponse_RateLimit_SECOND // over 2^32-1 per second
+	n, _, ok := perUnit(count, units[first].d, d)
+	if !ok {
+		return math.MaxUint32, units[first].unit
+	}
+	return clamp32(int64(min(n, math.MaxInt64))), units[first].unit
+}
+
+// perUnit returns count*unit/d and its remainder, exactly in 128 bits; ok is false when the
+// quotient does not fit in 64 bits.
+func perUnit(count int64, unit, d time.Duration) (n, rem uint64, ok bool) {
+	hi, lo := bits.Mul64(uint64(count), uint64(unit))
+	if hi >= uint64(d) {
+		return 0, 0, false
+	}
+	n, rem = bits.Div64(hi, lo, uint64(d))
+	return n, rem, true
 }
 
 func clamp32(n int64) uint32 {

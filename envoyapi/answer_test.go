@@ -27,14 +27,18 @@ func TestCurrentLimit(t *testing.T) {
 		{5, time.Hour, 5, hour},
 		{5, 24 * time.Hour, 5, day},
 		{0, time.Second, 0, sec},
-		{90, 90 * time.Second, 86400, day},
-		{5, 2 * time.Second, 216000, day},
+		{90, 90 * time.Second, 1, sec},
+		{5, 2 * time.Second, 150, minute},
+		{1, 100 * time.Millisecond, 10, sec},
+		{3, 700 * time.Millisecond, 4, sec}, // no unit gives a whole number: rounded down
 		{7, 3 * time.Hour, 56, day},
-		{1, 47 * time.Hour, 0, day},                       // under one per day
-		{1_000_000, 2 * time.Second, 1_800_000_000, hour}, // per day would not fit in 32 bits
+		{5, 90 * time.Minute, 80, day},
+		{1, 47 * time.Hour, 0, day}, // under one per day
+		{3, 48 * time.Hour, 1, day}, // over a day: per DAY, rounded down
+		{1_000_000, 2 * time.Second, 500_000, sec},
 		{1_000_000, time.Second, 1_000_000, sec},
 		{1 << 40, time.Second, math.MaxUint32, sec},
-		{1 << 40, 2 * time.Second, math.MaxUint32, sec},
+		{1 << 40, 2 * time.Second, math.MaxUint32, minute},
 		{math.MaxInt64, time.Millisecond, math.MaxUint32, sec},
 		{3, 0, 3, rlsv3.RateLimitResponse_RateLimit_UNKNOWN}, // concurrency
 		{-1, time.Second, 0, sec},
