@@ -23,7 +23,7 @@ import (
 
 // serviceSections are the top-level sections of the service config (extauthz.yaml).
 var serviceSections = []string{"grpc_addr", "admin_addr", "rules_file", "log", "tls", "grpc",
-	"shutdown_grace", "authz", "ratelimit", "param_names", "store", "failure_policy"}
+	"shutdown_grace", "authz", "ratelimit", "param_names", "store"}
 
 // loadMapping reads the service config: its sections must be known ones, and its authz and
 // ratelimit sections must decode strictly into descriptors.Config.

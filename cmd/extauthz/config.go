@@ -40,8 +40,6 @@ type Config struct {
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `mapstructure:"param_names"`
 	Store      StoreConfig `mapstructure:"store"`
-	// FailurePolicy is the answer when the service cannot decide (allow | deny).
-	FailurePolicy string `mapstructure:"failure_policy"`
 
 	// rulesOptional is set when RulesFile is the built-in default: a missing file then means
 	// an empty rule set rather than an error.
@@ -135,7 +133,6 @@ func defaults() map[string]any {
 		"store.redis.timeout":     "5ms",
 		"store.redis.fallback":    "local",
 		"store.redis.replicas":    1,
-		"failure_policy":          "allow",
 	}
 }
 
@@ -386,12 +383,6 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(name) == "" {
 			add(fmt.Sprintf("param_names[%d]", i), "must not be empty")
 		}
-	}
-
-	switch c.FailurePolicy {
-	case "allow", "deny":
-	default:
-		add("failure_policy", "must be allow or deny, not %q", c.FailurePolicy)
 	}
 
 	r := c.Store.Redis

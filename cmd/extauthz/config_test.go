@@ -58,7 +58,6 @@ func TestDefaults(t *testing.T) {
 		},
 		ParamNames:    []string{},
 		Store:         StoreConfig{Redis: RedisConfig{Addrs: []string{}, Mode: "standalone", Timeout: 5 * time.Millisecond, Fallback: "local", Replicas: 1}},
-		FailurePolicy: "allow",
 		rulesOptional: true,
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -303,7 +302,6 @@ func TestValidate(t *testing.T) {
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
 		{"grace", func(c *Config) { c.ShutdownGrace = 0 }, []string{"shutdown_grace"}},
 		{"param name", func(c *Config) { c.ParamNames = []string{"a", " "} }, []string{"param_names[1]"}},
-		{"failure policy", func(c *Config) { c.FailurePolicy = "maybe" }, []string{"failure_policy"}},
 		{"redis mode", func(c *Config) { c.Store.Redis.Mode = "sentinel" }, []string{"store.redis.mode"}},
 		{"standalone with two addrs", func(c *Config) { c.Store.Redis.Addrs = []string{"a:1", "b:2"} }, []string{"store.redis.addrs"}},
 		{"bad redis addr", func(c *Config) {
@@ -322,8 +320,8 @@ func TestValidate(t *testing.T) {
 		{"several at once", func(c *Config) {
 			c.GRPCAddr = ""
 			c.Log.Level = "x"
-			c.FailurePolicy = "x"
-		}, []string{"grpc_addr", "log.level", "failure_policy"}},
+			c.Store.Redis.Fallback = "x"
+		}, []string{"grpc_addr", "log.level", "store.redis.fallback"}},
 		{"valid tls", func(c *Config) { c.TLS = TLSConfig{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"} }, nil},
 		{"valid cluster", func(c *Config) {
 			c.Store.Redis.Mode = "cluster"

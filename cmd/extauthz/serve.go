@@ -346,7 +346,6 @@ func logSettings(log *zap.Logger, cfg Config) {
 		zap.Strings("redis_addrs", cfg.Store.Redis.Addrs),
 		zap.String("redis_mode", cfg.Store.Redis.Mode),
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
-		zap.String("failure_policy", cfg.FailurePolicy),
 		zap.Strings("param_names", cfg.ParamNames),
 	)
 }
