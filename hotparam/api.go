@@ -65,6 +65,11 @@ type Entry struct {
 	// Release marks negative hits: it gives back concurrency, and tokens on Refund rules; other
 	// rules ignore it. A release never blocks.
 	Release bool
+	// LeaseID, when not empty, names the concurrency lease this entry acquires, or the one it
+	// releases: a release then frees only a lease of that id held for the same value, and is a
+	// no-op when there is none (a request that was refused never held one). Without it a
+	// release frees the value's newest lease.
+	LeaseID string
 }
 
 // CheckOptions tune one Check.
@@ -129,8 +134,9 @@ type RemoteOp struct {
 	// the caller's deadline.
 	MaxWait time.Duration
 	Lease   time.Duration
-	Hits    int64 // >= 1
-	Release bool  // give back (concurrency; tokens when Refund)
+	Hits    int64  // >= 1
+	Release bool   // give back (concurrency; tokens when Refund)
+	LeaseID string // concurrency: the lease acquired or released; "" as in Entry.LeaseID
 	Refund  bool
 	Shadow  bool // evaluated and reported, never blocks the others
 }
@@ -169,6 +175,16 @@ type Options struct {
 	Remote   Remote // state of Cluster rules; nil means every rule is local
 	Fallback Fallback
 	Replicas int // FallbackLocal divides counts by this; 0 or 1 means no division
+	// OnFallback, when not nil, is called once per Check whose cluster rules fell back because
+	// the Remote failed, with that error. It must be cheap and safe for concurrent use.
+	OnFallback func(err error)
+}
+
+// RemoteChecker is implemented by a Remote that cannot represent every rule (its arithmetic has
+// narrower bounds than the local engine's). New and Reload call CheckOp for each Cluster rule,
+// with its largest count, and refuse a rule the Remote rejects.
+type RemoteChecker interface {
+	CheckOp(op RemoteOp) error
 }
 
 // RuleStats are counters of one rule.
