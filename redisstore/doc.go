@@ -7,10 +7,10 @@
 // bucket of capacity Count+Burst refilled at Count per Duration (a request asking more than the
 // capacity, and every request of a Count 0 rule, is blocked and consumes nothing); throttling
 // that spaces a value's requests Duration/Count apart and blocks a request whose wait would
-// exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that a release
-// frees (oldest first, never below zero) and that expire after Lease. A call is all or nothing:
-// unless every op that is not Shadow passes, nothing is consumed; Release ops never block and
-// always apply.
+// exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that expire after
+// Lease and that a release frees: the lease its LeaseID names (nothing when that id holds none),
+// else the newest first, never below zero. A call is all or nothing: unless every op that is not
+// Shadow passes, nothing is consumed; Release ops never block and always apply.
 //
 // # Time and precision
 //
@@ -29,7 +29,8 @@
 // hash of it). The hash tag is the value, so all rules of one value share a Redis Cluster slot.
 // A bucket is a string "units time scale", expiring when it would be full again (a full bucket
 // is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
-// sorted set of lease expiries, expiring with its last lease and deleted when empty. Redis
+// sorted set of lease expiries (members named by the lease id, or by the call), expiring with its
+// last lease and deleted when empty. Redis
 // memory is therefore bounded by the values active within one duration or lease.
 //
 // # Cluster mode

@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,7 +34,7 @@ const (
 )
 
 // opFields is the number of script arguments per op.
-const opFields = 10
+const opFields = 11
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
 // microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
@@ -75,6 +77,12 @@ func CheckOp(op hotparam.RemoteOp) error {
 	}
 	return nil
 }
+
+// CheckOp is the package's CheckOp, for hotparam.RemoteChecker: rule loaders call it so that a
+// cluster rule the store cannot count exactly is refused at load rather than failing every call.
+func (s *Store) CheckOp(op hotparam.RemoteOp) error { return CheckOp(op) }
+
+var _ hotparam.RemoteChecker = (*Store)(nil)
 
 // reduce returns count and duration (in microseconds) divided by their greatest common divisor:
 // the same rate in lowest terms, so the script's numbers stay small.
@@ -137,5 +145,22 @@ func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
 		strconv.FormatInt(hits, 10),
 		strconv.Itoa(flags),
 		strconv.FormatInt(rate, 10),
+		leaseName(op),
 	)
+}
+
+// maxLeaseID is the longest lease id used as is in a member name; longer ids are hashed.
+const maxLeaseID = 64
+
+// leaseName is the name of a concurrency op's lease in the script: its LeaseID, hashed when long
+// so that a member stays small; "" for ops of other kinds or without an id.
+func leaseName(op *hotparam.RemoteOp) string {
+	if op.Grade != hotparam.Concurrency || op.LeaseID == "" {
+		return ""
+	}
+	if len(op.LeaseID) <= maxLeaseID {
+		return op.LeaseID
+	}
+	sum := sha256.Sum256([]byte(op.LeaseID))
+	return "#" + hex.EncodeToString(sum[:16])
 }

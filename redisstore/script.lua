@@ -1,14 +1,20 @@
 -- extauthz hot-param check: every op of one slot group, atomic, all or nothing.
 --
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME
--- ARGV[2]  nonce: unique per call, names the concurrency leases this call adds
+-- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds
 -- ARGV[3]  number of ops
--- (flag 8, undo: remove the leases named by this nonce instead of the oldest)
--- then 10 fields per op:
+-- then 11 fields per op:
 --   key index (1-based into KEYS), kind (b bucket | t throttle | c concurrency),
---   count, burst, duration (us), max wait (ns), lease (us), hits, flags (1 release, 2 refund, 4 shadow),
+--   count, burst, duration (us), max wait (ns), lease (us), hits,
+--   flags (1 release, 2 refund, 4 shadow, 8 undo: give back what this nonce's call took),
 --   rate (count and duration are reduced by their greatest common divisor: rate/duration is
---   count per duration in lowest terms)
+--   count per duration in lowest terms),
+--   lease id ("" for none)
+--
+-- A concurrency value is a sorted set of leases scored by their expiry (us). A lease with an id
+-- is held by members "=id:1" .. "=id:hits"; one without, by "nonce:op:1" .. "nonce:op:hits". A
+-- release with an id removes that id's members (the highest numbers first), and nothing when
+-- the id holds none; a release without an id removes the newest leases (highest expiry).
 --
 -- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
 -- full again, a schedule is past, the last lease ends.
@@ -52,13 +58,13 @@ local n = tonumber(ARGV[3])
 
 local ops = {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 10
+  local b = 3 + (i - 1) * 11
   local f = tonumber(ARGV[b + 9])
   ops[i] = {
     k = tonumber(ARGV[b + 1]), kind = ARGV[b + 2],
     count = tonumber(ARGV[b + 3]), burst = tonumber(ARGV[b + 4]), dur = tonumber(ARGV[b + 5]),
     maxwait = tonumber(ARGV[b + 6]), lease = tonumber(ARGV[b + 7]), hits = tonumber(ARGV[b + 8]),
-    rate = tonumber(ARGV[b + 10]),
+    rate = tonumber(ARGV[b + 10]), id = ARGV[b + 11],
     release = f % 2 == 1, refund = math.floor(f / 2) % 2 == 1, shadow = math.floor(f / 4) % 2 == 1,
     undo = math.floor(f / 8) % 2 == 1,
   }
@@ -77,8 +83,8 @@ local function load(op)
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
     s.card = redis.call('ZCARD', key)
     s.stored = s.card
-    s.pops = 0
     s.adds = {}
+    s.names = {}
   else
     local v = redis.call('GET', key)
     if v then
@@ -99,7 +105,7 @@ end
 local function copy(s)
   local c = {}
   for k, v in pairs(s) do c[k] = v end
-  if s.adds then c.adds = {} end
+  if s.adds then c.adds, c.names = {}, {} end
   return c
 end
 
@@ -183,11 +189,12 @@ local function throttle(s, op, r)
   if r.allowed == 1 and room >= 0 then r.remaining = math.floor(room / op.dur) + 1 end
 end
 
--- Concurrency: a sorted set of lease expiries (us); card counts the leases after this call.
+-- Concurrency: a sorted set of lease expiries (us); card counts the leases after this call,
+-- stored those in the set now (releases are removed at once, acquisitions added at the end).
 local function lease_at(s, key, i)
   -- expiry of the i-th oldest lease (0-based), counting leases added by this call last
-  if i < s.stored - s.pops then
-    local e = redis.call('ZRANGE', key, s.pops + i, s.pops + i, 'WITHSCORES')
+  if i < s.stored then
+    local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
     return tonumber(e[2])
   end
   return now + s.lease
@@ -195,7 +202,7 @@ end
 
 local function last_end(s, key)
   local m = now
-  if s.stored - s.pops > 0 then
+  if s.stored > 0 then
     local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     m = math.max(m, tonumber(e[2]))
   end
@@ -203,23 +210,66 @@ local function last_end(s, key)
   return m
 end
 
+local function named(op, j) return '=' .. op.id .. ':' .. j end
+
+local function anonymous(i, j) return nonce .. ':' .. i .. ':' .. j end
+
+local function remove(s, key, m)
+  if #m == 0 then return end
+  local d = redis.call('ZREM', key, unpack(m))
+  s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
+end
+
+-- release_id removes up to hits members of the lease named op.id, the highest numbers first.
+local function release_id(s, key, op)
+  local score = redis.call('ZSCORE', key, named(op, 1))
+  if not score then return end
+  local pre = '=' .. op.id .. ':'
+  local js = {}
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, score, score)) do
+    if string.sub(m, 1, #pre) == pre then
+      local j = tonumber(string.sub(m, #pre + 1))
+      if j then js[#js + 1] = j end
+    end
+  end
+  table.sort(js, function(a, b) return a > b end)
+  local m = {}
+  for x = 1, math.min(op.hits, #js) do m[x] = pre .. js[x] end
+  remove(s, key, m)
+end
+
 local function concurrency(s, op, r, i)
   local key = KEYS[op.k]
   s.lease = op.lease
   if op.undo then
-    -- give back the leases this nonce added (a cross-slot call that blocked elsewhere)
+    -- give back the leases this nonce's call added (a cross-slot call that blocked elsewhere)
     local m = {}
-    for j = 1, op.hits do m[j] = nonce .. ':' .. i .. ':' .. j end
-    if #m > 0 then
-      local d = redis.call('ZREM', key, unpack(m))
-      s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
+    for j = 1, op.hits do m[j] = anonymous(i, j) end
+    local before = s.stored
+    remove(s, key, m)
+    if s.stored == before and op.id ~= '' then
+      m = {}
+      for j = 1, op.hits do m[j] = named(op, j) end
+      remove(s, key, m)
     end
   elseif op.release then
-    local d = math.min(op.hits, s.stored - s.pops)
-    if d > 0 then s.pops, s.card, s.dirty = s.pops + d, s.card - d, true end
+    if op.id ~= '' then
+      release_id(s, key, op)
+    else
+      local d = math.min(op.hits, s.stored)
+      if d > 0 then
+        redis.call('ZPOPMAX', key, d)
+        s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
+      end
+    end
   elseif s.card + op.hits <= op.count then
+    -- an id already held (or taken earlier in this call) leaves this lease anonymous
+    local byid = op.id ~= '' and not s.names[op.id] and not redis.call('ZSCORE', key, named(op, 1))
+    if byid then s.names[op.id] = true end
     for j = 1, op.hits do
-      s.adds[#s.adds + 1] = {now + op.lease, nonce .. ':' .. i .. ':' .. j}
+      local m = anonymous(i, j)
+      if byid then m = named(op, j) end
+      s.adds[#s.adds + 1] = {now + op.lease, m}
     end
     s.card, s.dirty = s.card + op.hits, true
   else
@@ -258,7 +308,6 @@ end
 local function write(key, s)
   if not s.dirty then return end
   if s.kind == 'c' then
-    if s.pops > 0 then redis.call('ZPOPMIN', key, s.pops) end
     for _, a in ipairs(s.adds) do redis.call('ZADD', key, string.format('%d', a[1]), a[2]) end
     if s.card <= 0 then
       redis.call('DEL', key)
