@@ -30,8 +30,8 @@
 // A bucket is a string "units time scale", expiring when it would be full again (a full bucket
 // is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
 // sorted set of lease expiries (members named by the lease id, or by the call), expiring with its
-// last lease and deleted when empty. Redis
-// memory is therefore bounded by the values active within one duration or lease.
+// last lease and deleted when empty. Redis memory is therefore bounded by the values active
+// within one duration or lease.
 //
 // # Cluster mode
 //
