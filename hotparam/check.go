@@ -13,6 +13,7 @@ type op struct {
 	value   string
 	hits    int64 // >= 1
 	release bool
+	leaseID string // concurrency: the entry's LeaseID
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
 	released bool
@@ -22,6 +23,7 @@ type op struct {
 	sh      *shard
 	shard   int32 // index of sh in its store
 	hash    uint64
+	lid     uint64 // concurrency: the hash of leaseID, 0 for none
 	slot    int32
 	saved   state // the value's state before this op changed it, to undo it
 	leases  int32 // concurrency: the value's lease count before this op's acquire
@@ -59,9 +61,13 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 				if p.Name != rs.rule.Param {
 					continue
 				}
+				leaseID := ""
+				if rs.kind == kindConcurrency {
+					leaseID = e.LeaseID
+				}
 				for _, v := range p.Values {
 					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
-						release: e.Release, remote: isRemote})
+						release: e.Release, leaseID: leaseID, remote: isRemote})
 					if isRemote {
 						remote++
 					}
@@ -97,6 +103,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.shard = int32(h & o.rs.store.mask)
 		o.sh = &o.rs.store.shards[o.shard]
 		o.hash = h
+		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
 	if len(ops) > 1 {
 		slices.SortStableFunc(ops, byLockOrder)
@@ -194,14 +201,14 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			o.sh.prune(o.slot, now)
 			if o.release {
 				if !o.released {
-					o.sh.release(o.slot, o.hits)
+					o.sh.release(o.slot, o.hits, o.lid)
 					o.released = true
 				}
 				continue
 			}
 			o.saved = *s
 			o.leases = int32(len(o.sh.leases[o.slot]))
-			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease)
+			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid)
 		}
 		if ok {
 			o.applied = true

@@ -1,6 +1,9 @@
 package hotparam
 
-import "time"
+import (
+	"hash/maphash"
+	"time"
+)
 
 // Concurrency rules: a value's state counts the hits in flight (state.a); the shard keeps the
 // leases behind that count, in acquire order, so that an acquire never released expires.
@@ -35,9 +38,18 @@ func (sh *shard) setLeases(i int32, ls []lease) {
 	sh.leases[i] = ls
 }
 
-// acquire takes n of the count slots of the pruned slot i with a lease until exp. When it
-// cannot, it takes nothing and returns the time until the first lease expires.
-func (sh *shard) acquire(i int32, count, n, now, exp int64) (bool, int64) {
+// leaseHash is the hash kept for lease id, 0 when there is none (an id never hashes to 0).
+func (s *store) leaseHash(id string) uint64 {
+	if id == "" {
+		return 0
+	}
+	return max(maphash.String(s.seed, id), 1)
+}
+
+// acquire takes n of the count slots of the pruned slot i with a lease until exp, under lease
+// id (0 for none). When it cannot, it takes nothing and returns the time until the first lease
+// expires.
+func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, int64) {
 	s := &sh.at(i).st
 	ls := sh.leases[i]
 	if n > count-s.a {
@@ -51,27 +63,35 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64) (bool, int64) {
 		return false, max(retry, 1)
 	}
 	s.a += n
-	sh.setLeases(i, append(ls, lease{exp: exp, n: n}))
+	sh.setLeases(i, append(ls, lease{exp: exp, n: n, id: id}))
 	return true, 0
 }
 
-// release gives back n slots of slot i, the latest leases first (so that leases whose release
-// was lost are the oldest, and expire first), never below zero. Requires mu held.
-func (sh *shard) release(i int32, n int64) {
+// release gives back n slots of slot i, never below zero. Without an id (0) it frees the latest
+// leases first (so that leases whose release was lost are the oldest, and expire first); with
+// one it frees only leases of that id, the latest first, and nothing when there is none (the
+// request it names was refused, or its lease expired). Requires mu held.
+func (sh *shard) release(i int32, n int64, id uint64) {
 	s := &sh.at(i).st
 	ls := sh.leases[i]
-	for n > 0 && len(ls) > 0 {
-		last := &ls[len(ls)-1]
-		k := min(n, last.n)
-		last.n -= k
+	for j := len(ls) - 1; j >= 0 && n > 0; j-- {
+		l := &ls[j]
+		if id != 0 && l.id != id {
+			continue
+		}
+		k := min(n, l.n)
+		l.n -= k
 		s.a -= k
 		n -= k
-		if last.n == 0 {
-			ls = ls[:len(ls)-1]
+	}
+	kept := ls[:0]
+	for _, l := range ls {
+		if l.n > 0 {
+			kept = append(kept, l)
 		}
 	}
 	s.a = max(s.a, 0)
-	sh.setLeases(i, ls)
+	sh.setLeases(i, kept)
 }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }

@@ -93,3 +93,94 @@ func TestSkipConcurrency(t *testing.T) {
 		t.Fatalf("tracked %d values with nothing in flight", got)
 	}
 }
+
+// leased is an entry of value v for lease id; rel marks it a release.
+func leased(v, id string, hits int64, release bool) Entry {
+	e := one(v, hits)
+	e.LeaseID, e.Release = id, release
+	return e
+}
+
+func TestConcurrencyLeaseIDs(t *testing.T) {
+	type step struct {
+		at       time.Duration
+		e        Entry
+		allowed  bool
+		inflight int64 // after the step
+	}
+	tests := []struct {
+		name  string
+		lease time.Duration
+		steps []step
+	}{
+		{"a refused request's release frees nothing", 0, []step{
+			{0, leased("v", "a", 1, false), true, 1},
+			{0, leased("v", "b", 1, false), true, 2},
+			{1, leased("v", "c", 1, false), false, 2}, // refused: holds no lease
+			{2, leased("v", "c", 1, true), true, 2},   // its release is a no-op
+			{3, leased("v", "d", 1, false), false, 2}, // still full
+		}},
+		{"a matching release frees its own lease, once", 0, []step{
+			{0, leased("v", "a", 1, false), true, 1},
+			{0, leased("v", "b", 1, false), true, 2},
+			{1, leased("v", "a", 1, true), true, 1},
+			{2, leased("v", "a", 1, true), true, 1}, // a second release of a finds nothing
+			{3, leased("v", "c", 1, false), true, 2},
+			{4, leased("v", "b", 1, true), true, 1},
+			{5, leased("v", "c", 1, true), true, 0},
+		}},
+		{"a release of another value's id frees nothing", 0, []step{
+			{0, leased("v", "a", 1, false), true, 1},
+			{1, leased("w", "a", 1, true), true, 1},
+		}},
+		{"hits: a release frees at most what its lease holds", 0, []step{
+			{0, leased("v", "a", 2, false), true, 2},
+			{1, leased("v", "a", 5, true), true, 0},
+		}},
+		{"leases with ids still expire", 10 * time.Second, []step{
+			{0, leased("v", "a", 1, false), true, 1},
+			{time.Second, leased("v", "b", 1, false), true, 2},
+			{10*time.Second - 1, leased("v", "c", 1, false), false, 2},
+			{10 * time.Second, leased("v", "c", 1, false), true, 2}, // a expired, c took its place
+			{10 * time.Second, leased("v", "a", 1, true), true, 2},  // a is gone: no-op
+			{11 * time.Second, leased("v", "d", 1, false), true, 2}, // b expired
+		}},
+		{"mixed: a release without id frees the latest lease, ids or not", 0, []step{
+			{0, leased("v", "a", 1, false), true, 1},
+			{0, one("v", 1), true, 2},
+			{1, leased("v", "b", 1, false), false, 2},
+			{2, rel("v", 1), true, 1},                 // frees the latest: the one without id
+			{3, leased("v", "b", 1, false), true, 2},  //
+			{4, rel("v", 1), true, 1},                 // frees b's lease
+			{5, leased("v", "b", 1, true), true, 1},   // b's lease is already gone
+			{6, leased("v", "a", 1, true), true, 0},   // a's is not
+			{7, rel("v", 1), true, 0},                 // never below zero
+			{8, leased("v", "x", 1, false), true, 1},  //
+			{9, leased("v", "zz", 1, false), true, 2}, //
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := mustNew(t, conc(2, tc.lease))
+			for i, s := range tc.steps {
+				d, _ := check(l, at(s.at), s.e)
+				if d.Allowed != s.allowed {
+					t.Fatalf("step %d: allowed %v, want %v (%+v)", i, d.Allowed, s.allowed, d)
+				}
+				if got := inflight(l, "v", at(s.at)); got != s.inflight {
+					t.Fatalf("step %d: %d in flight, want %d", i, got, s.inflight)
+				}
+			}
+		})
+	}
+}
+
+// inflight is value v's count in flight under rule 0 of l at now, read through the status of a
+// release of nothing (a lease id no acquire used).
+func inflight(l *Limiter, v string, now time.Time) int64 {
+	_, st := check(l, now, leased(v, "\x00probe", 1, true))
+	if st[0].Rule < 0 {
+		return 0
+	}
+	return st[0].Limit - st[0].Remaining
+}

@@ -19,8 +19,11 @@ import (
 //   - throttle: a value's requests are given slots exactly Duration/Count apart (a request of n
 //     hits takes n slots); the wait for a slot is rounded up to the nanosecond and may be at most
 //     MaxQueueingTime (and end by CheckOptions.Deadline); idle time earns no credit;
-//   - concurrency: hits in flight, each acquire a lease that a Release entry gives back (the
-//     latest first) or that expires after Lease; a value with nothing in flight is forgotten.
+//   - concurrency: hits in flight, each acquire a lease that a Release entry gives back or that
+//     expires after Lease; a value with nothing in flight is forgotten. A release with a LeaseID
+//     frees only the value's lease of that id (nothing when the request it names was refused and
+//     holds none); one without frees the latest leases first. Leases keep a 64-bit hash of their
+//     id, not the id itself.
 //
 // Release entries give back concurrency, and tokens on reject rules with Refund; other rules,
 // throttle ones included, ignore them. A release is applied whatever the outcome of the call and

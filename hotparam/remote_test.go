@@ -222,3 +222,35 @@ func TestRuleIDStableAcrossReload(t *testing.T) {
 		t.Fatalf("ids changed: %q %q vs %q %q", l2.compiled[0].id, l2.compiled[1].id, l.compiled[2].id, l.compiled[1].id)
 	}
 }
+
+func TestRemoteOpCarriesLeaseID(t *testing.T) {
+	rules := []Rule{
+		{Resource: "r", Param: "p", Grade: Concurrency, Count: 2, Lease: time.Second, Cluster: true},
+		{Resource: "r", Param: "p", Count: 5, Duration: time.Second, Cluster: true},
+	}
+	f := &fakeRemote{eval: allowAll}
+	l, err := New(rules, Options{Remote: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(l, t0, leased("v", "req-1", 1, false))
+	check(l, t0, leased("v", "req-1", 1, true))
+	check(l, t0, one("v", 1))
+	tests := []struct {
+		call, op int
+		want     RemoteOp
+	}{
+		{0, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, LeaseID: "req-1"}},
+		{0, 1, RemoteOp{RuleID: l.compiled[1].id, Value: "v", Count: 5, Duration: time.Second, Lease: DefaultLease, Hits: 1}}, // qps: no lease id
+		{1, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, Release: true, LeaseID: "req-1"}},
+		{2, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1}},
+	}
+	if len(f.calls) != 3 || len(f.calls[1]) != 1 {
+		t.Fatalf("calls %+v, want 3, the release's with the concurrency op only", f.calls)
+	}
+	for _, tc := range tests {
+		if got := f.calls[tc.call][tc.op]; got != tc.want {
+			t.Errorf("call %d op %d: %+v, want %+v", tc.call, tc.op, got, tc.want)
+		}
+	}
+}

@@ -69,10 +69,12 @@ type queue struct {
 	n          int
 }
 
-// lease is an acquire of n concurrency slots that expires at exp (Unix ns).
+// lease is an acquire of n concurrency slots that expires at exp (Unix ns), with the hash of
+// its Entry.LeaseID (0 for none).
 type lease struct {
 	exp int64
 	n   int64
+	id  uint64
 }
 
 // maxShards bounds the shards of a store; minPerShard keeps small stores in few shards.
