@@ -37,6 +37,10 @@ type Source struct {
 type RateLimitConfig struct {
 	ResourceKey string `mapstructure:"resource_key" json:"resource_key"` // default "resource", falls back to "generic_key"
 	OriginKey   string `mapstructure:"origin_key" json:"origin_key"`     // default "origin"
+	// LeaseKey is the descriptor key whose value names a request's concurrency lease
+	// (Entry.LeaseID): Envoy's x-request-id, sent with both the acquire and the release, so that
+	// a release frees only the slot its own request holds. Default "lease_id".
+	LeaseKey string `mapstructure:"lease_key" json:"lease_key"`
 }
 
 // Entry is one request (or descriptor) mapped for the rule engines.
@@ -46,4 +50,7 @@ type Entry struct {
 	Params   []hotparam.Param
 	Hits     int64 // 0 means 1
 	Release  bool
+	// LeaseID names the concurrency lease the entry acquires or releases; "" when none (rate
+	// limit only: a descriptor's LeaseKey entry).
+	LeaseID string
 }

@@ -12,6 +12,7 @@ const (
 	DefaultResource    = "{method}:{path}"
 	DefaultResourceKey = "resource"
 	DefaultOriginKey   = "origin"
+	DefaultLeaseKey    = "lease_id"
 	// GenericKey names the resource of a descriptor that has no ResourceKey entry.
 	GenericKey = "generic_key"
 	// ResourceExtension is the context extension that, when a route sets it, names the
@@ -74,6 +75,7 @@ type Mapper struct {
 	hops        int
 	resourceKey string
 	originKey   string
+	leaseKey    string
 }
 
 // New validates cfg and compiles it. Every problem found is returned, each a *ConfigError
@@ -140,6 +142,16 @@ func New(cfg Config) (*Mapper, error) {
 	}
 	if m.resourceKey == m.originKey {
 		bad("ratelimit.origin_key", "must differ from resource_key "+strconv.Quote(m.resourceKey))
+	}
+	m.leaseKey = cfg.RateLimit.LeaseKey
+	if m.leaseKey == "" {
+		m.leaseKey = DefaultLeaseKey
+	}
+	switch m.leaseKey {
+	case m.resourceKey:
+		bad("ratelimit.lease_key", "must differ from resource_key "+strconv.Quote(m.resourceKey))
+	case m.originKey:
+		bad("ratelimit.lease_key", "must differ from origin_key "+strconv.Quote(m.originKey))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -51,6 +51,9 @@ func TestNewErrors(t *testing.T) {
 		{"too many hops", Config{Authz: AuthzConfig{TrustedHops: MaxTrustedHops + 1}}, []string{"authz.trusted_hops"}},
 		{"same keys", Config{RateLimit: RateLimitConfig{ResourceKey: "k", OriginKey: "k"}}, []string{"ratelimit.origin_key"}},
 		{"same default keys", Config{RateLimit: RateLimitConfig{OriginKey: "resource"}}, []string{"ratelimit.origin_key"}},
+		{"lease key is the resource key", Config{RateLimit: RateLimitConfig{LeaseKey: "resource"}}, []string{"ratelimit.lease_key"}},
+		{"lease key is the origin key", Config{RateLimit: RateLimitConfig{OriginKey: "o", LeaseKey: "o"}}, []string{"ratelimit.lease_key"}},
+		{"default lease key taken by the origin", Config{RateLimit: RateLimitConfig{OriginKey: "lease_id"}}, []string{"ratelimit.lease_key"}},
 		{"several at once", Config{
 			Authz: AuthzConfig{Resource: "{x}", Params: map[string]Source{"a": {From: "nope"}, "b": {From: "header"}}},
 		}, []string{"authz.resource", "authz.params.a.from", "authz.params.b.name"}},

@@ -19,7 +19,8 @@ func (m *Mapper) RateLimit(req *rlsv3.RateLimitRequest) ([]Entry, error) {
 // dst; the capacity of dst beyond its length, and of the Params and Values of the entries found
 // there, is reused. In a descriptor the first entry keyed by the resource key (or, when there is
 // none, "generic_key") names the resource, the first keyed by the origin key names the origin,
-// and every other entry is a param named by its key, a repeated key giving several values. The
+// the first keyed by the lease key names the lease (Entry.LeaseID), and every other entry is a
+// param named by its key, a repeated key giving several values. The
 // hits are the descriptor's hits_addend when set, else the request's; Release is the
 // descriptor's is_negative_hits. Strings in the entries may share memory with req.
 //
@@ -67,7 +68,7 @@ func (m *Mapper) descriptor(e *Entry, d *ratelimitv3.RateLimitDescriptor, hits i
 	if len(entries) > MaxEntries {
 		return &RequestError{Field: ".entries", Err: ErrTooManyEntries}
 	}
-	var haveResource, haveOrigin bool
+	var haveResource, haveOrigin, haveLease bool
 	generic := -1
 	for j, en := range entries {
 		k, v := en.GetKey(), en.GetValue()
@@ -85,6 +86,9 @@ func (m *Mapper) descriptor(e *Entry, d *ratelimitv3.RateLimitDescriptor, hits i
 			continue
 		case k == m.originKey && !haveOrigin:
 			e.Origin, haveOrigin = v, true
+			continue
+		case k == m.leaseKey && !haveLease:
+			e.LeaseID, haveLease = v, true
 			continue
 		case k == GenericKey && generic < 0:
 			// The resource when no entry has the resource key; a param otherwise.
