@@ -79,7 +79,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	hot, st := sc.hot[:0], sc.st[:0]
 	for i := range entries {
 		e := &entries[i]
-		hot = append(hot, hotparam.Entry{Resource: e.Resource, Params: e.Params, Hits: e.Hits, Release: e.Release})
+		hot = append(hot, hotparam.Entry{Resource: e.Resource, Params: e.Params, Hits: e.Hits, Release: e.Release,
+			LeaseID: e.LeaseID})
 		st = append(st, hotparam.Status{Rule: -1})
 	}
 	sc.hot, sc.st = hot, st
