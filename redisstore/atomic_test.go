@@ -40,14 +40,14 @@ func TestAllOrNothing(t *testing.T) {
 			call:      []hotparam.RemoteOp{qps("a", "x", 2), qps("b", "y", 0), conc("c", "z", 1)},
 			want:      []bool{true, false, true},
 			after:     []hotparam.RemoteOp{qps("a", "x", 2), conc("c", "z", 1)},
-			afterWant: []hotparam.RemoteResult{ok(1, 500*ms, 0, 0), ok(0, time.Minute, 0, 0)},
+			afterWant: []hotparam.RemoteResult{ok(1, 500*ms, 0, 0), ok(0, 0, 0, 0)},
 		},
 		{
 			name:      "all pass: all consume",
 			call:      []hotparam.RemoteOp{qps("a", "x", 2), conc("c", "z", 1)},
 			want:      []bool{true, true},
 			after:     []hotparam.RemoteOp{qps("a", "x", 2), conc("c", "z", 1)},
-			afterWant: []hotparam.RemoteResult{ok(0, time.Second, 0, 0), no(0, time.Minute, time.Minute)},
+			afterWant: []hotparam.RemoteResult{ok(0, time.Second, 0, 0), no(0, 0, time.Minute)},
 		},
 		{
 			name: "the same key twice needs both tokens",
@@ -70,7 +70,7 @@ func TestAllOrNothing(t *testing.T) {
 			want: []bool{true, true, false},
 			// the release freed the slot taken by the setup call below; the acquire took nothing
 			after:     []hotparam.RemoteOp{conc("c", "z", 1)},
-			afterWant: []hotparam.RemoteResult{ok(0, time.Minute, 0, 0)},
+			afterWant: []hotparam.RemoteResult{ok(0, 0, 0, 0)},
 		},
 	}
 	for _, tt := range tests {

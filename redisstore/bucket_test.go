@@ -26,9 +26,9 @@ func TestBucket(t *testing.T) {
 				{0, 1, false, no(0, time.Second, 200*ms)},
 				{100 * ms, 1, false, no(0, 900*ms, 100*ms)},
 				{200 * ms, 1, false, ok(0, time.Second, 0, 0)},
-				{700 * ms, 0, false, ok(1, 700*ms, 0, 0)},       // hits 0 means 1; 2.5 tokens refilled
-				{10 * time.Second, 6, false, no(5, 0, 0)},       // more than capacity: nothing consumed
-				{10 * time.Second, 1 << 62, false, no(5, 0, 0)}, // cut to capacity+1: no overflow
+				{700 * ms, 0, false, ok(1, 700*ms, 0, 0)},                 // hits 0 means 1; 2.5 tokens refilled
+				{10 * time.Second, 6, false, no(5, 0, time.Second)},       // more than capacity: nothing consumed; a duration, as locally
+				{10 * time.Second, 1 << 62, false, no(5, 0, time.Second)}, // cut to capacity+1: no overflow
 				{10 * time.Second, 5, false, ok(0, time.Second, 0, 0)},
 			},
 		},
@@ -74,8 +74,8 @@ func TestBucket(t *testing.T) {
 			name: "count 0 blocks all",
 			op:   hotparam.RemoteOp{RuleID: "r5", Value: "a", Count: 0, Burst: 4, Duration: time.Second},
 			steps: []step{
-				{0, 1, false, no(0, 0, 0)},
-				{time.Hour, 1, false, no(0, 0, 0)},
+				{0, 1, false, no(0, 0, time.Second)}, // a duration, as locally
+				{time.Hour, 1, false, no(0, 0, time.Second)},
 			},
 		},
 		{

@@ -14,15 +14,15 @@ func TestConcurrency(t *testing.T) {
 	op := hotparam.RemoteOp{RuleID: "c1", Value: "v", Grade: hotparam.Concurrency, Count: 2, Lease: 10 * time.Second}
 	sec := time.Second
 	runSteps(t, s, clk, op, []step{
-		{0, 1, false, ok(1, 10*sec, 0, 0)},
-		{0, 1, false, ok(0, 10*sec, 0, 0)},
-		{0, 1, false, no(0, 10*sec, 10*sec)}, // the oldest lease ends in 10s
-		{0, 1, true, ok(1, 10*sec, 0, 0)},
-		{sec, 1, false, ok(0, 10*sec, 0, 0)},
-		{2 * sec, 2, false, no(0, 9*sec, 9*sec)}, // needs both leases gone: the newer ends at 11s
-		{2 * sec, 3, false, no(0, 9*sec, 0)},     // more than the limit: never
+		{0, 1, false, ok(1, 0, 0, 0)},
+		{0, 1, false, ok(0, 0, 0, 0)},
+		{0, 1, false, no(0, 0, 10*sec)}, // the oldest lease ends in 10s
+		{0, 1, true, ok(1, 0, 0, 0)},
+		{sec, 1, false, ok(0, 0, 0, 0)},
+		{2 * sec, 2, false, no(0, 0, 8*sec)}, // as the local engine: until the first lease ends, at 10s
+		{2 * sec, 3, false, no(0, 0, 8*sec)}, // more than the limit: never, told as above
 		// at 10s the lease taken at 0 has expired: one slot free without a release
-		{10 * sec, 1, false, ok(0, 10*sec, 0, 0)},
+		{10 * sec, 1, false, ok(0, 0, 0, 0)},
 		{10 * sec, 5, true, ok(2, 0, 0, 0)}, // never below zero
 	})
 	k := key(DefaultPrefix, &op)
@@ -50,27 +50,27 @@ func TestConcurrencyLeaseIDs(t *testing.T) {
 		rel  bool
 		want hotparam.RemoteResult
 	}{
-		{0, "a", 1, false, ok(1, 10*sec, 0, 0)},
-		{sec, "b", 1, false, ok(0, 10*sec, 0, 0)},        // b ends at 11s
-		{2 * sec, "zz", 1, true, ok(0, 9*sec, 0, 0)},     // no lease of that id: nothing freed
-		{2 * sec, "a", 1, true, ok(1, 9*sec, 0, 0)},      // a freed, b still ends at 11s
-		{2 * sec, "a", 1, true, ok(1, 9*sec, 0, 0)},      // a second release of a: no-op
-		{3 * sec, "", 1, false, ok(0, 10*sec, 0, 0)},     // anonymous, ends at 13s
-		{4 * sec, "", 1, true, ok(1, 7*sec, 0, 0)},       // the newest (13s) goes: b ends at 11s
-		{5 * sec, "b", 1, false, ok(0, 10*sec, 0, 0)},    // b is held: this lease is anonymous
-		{6 * sec, "b", 1, true, ok(1, 9*sec, 0, 0)},      // frees the named b (11s), the anonymous stays
-		{7 * sec, "m", 2, false, no(1, 8*sec, 8*sec)},    // two slots need the 15s lease gone
-		{16 * sec, "m", 2, false, ok(0, 10*sec, 0, 0)},   // everything expired: m holds both
-		{16 * sec, "m", 1, true, ok(1, 10*sec, 0, 0)},    // one hit of m back
-		{16 * sec, "m", 5, true, ok(2, 0, 0, 0)},         // the rest of m: never below zero
-		{16 * sec, "m", 1, true, ok(2, 0, 0, 0)},         // nothing left of m
-		{17 * sec, "", 1, false, ok(1, 10*sec, 0, 0)},    // anonymous, ends at 27s
-		{18 * sec, "", 1, false, ok(0, 10*sec, 0, 0)},    // anonymous, ends at 28s
-		{19 * sec, "", 1, true, ok(1, 8*sec, 0, 0)},      // newest (28s) freed
-		{27 * sec, "", 1, false, ok(1, 10*sec, 0, 0)},    // the 27s lease expired: one slot held
-		{27 * sec, "x", 1, false, ok(0, 10*sec, 0, 0)},   // two held
-		{27 * sec, "y", 1, false, no(0, 10*sec, 10*sec)}, // over
-		{27 * sec, "y", 1, true, ok(0, 10*sec, 0, 0)},    // y was refused: its release frees nothing
+		{0, "a", 1, false, ok(1, 0, 0, 0)},
+		{sec, "b", 1, false, ok(0, 0, 0, 0)},        // b ends at 11s
+		{2 * sec, "zz", 1, true, ok(0, 0, 0, 0)},    // no lease of that id: nothing freed
+		{2 * sec, "a", 1, true, ok(1, 0, 0, 0)},     // a freed, b still ends at 11s
+		{2 * sec, "a", 1, true, ok(1, 0, 0, 0)},     // a second release of a: no-op
+		{3 * sec, "", 1, false, ok(0, 0, 0, 0)},     // anonymous, ends at 13s
+		{4 * sec, "", 1, true, ok(1, 0, 0, 0)},      // the newest (13s) goes: b ends at 11s
+		{5 * sec, "b", 1, false, ok(0, 0, 0, 0)},    // b is held: this lease is anonymous
+		{6 * sec, "b", 1, true, ok(1, 0, 0, 0)},     // frees the named b (11s), the anonymous stays
+		{7 * sec, "m", 2, false, no(1, 0, 8*sec)},   // two slots need the 15s lease gone
+		{16 * sec, "m", 2, false, ok(0, 0, 0, 0)},   // everything expired: m holds both
+		{16 * sec, "m", 1, true, ok(1, 0, 0, 0)},    // one hit of m back
+		{16 * sec, "m", 5, true, ok(2, 0, 0, 0)},    // the rest of m: never below zero
+		{16 * sec, "m", 1, true, ok(2, 0, 0, 0)},    // nothing left of m
+		{17 * sec, "", 1, false, ok(1, 0, 0, 0)},    // anonymous, ends at 27s
+		{18 * sec, "", 1, false, ok(0, 0, 0, 0)},    // anonymous, ends at 28s
+		{19 * sec, "", 1, true, ok(1, 0, 0, 0)},     // newest (28s) freed
+		{27 * sec, "", 1, false, ok(1, 0, 0, 0)},    // the 27s lease expired: one slot held
+		{27 * sec, "x", 1, false, ok(0, 0, 0, 0)},   // two held
+		{27 * sec, "y", 1, false, no(0, 0, 10*sec)}, // over
+		{27 * sec, "y", 1, true, ok(0, 0, 0, 0)},    // y was refused: its release frees nothing
 	}
 	for i, st := range steps {
 		clk.set(st.at)

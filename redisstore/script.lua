@@ -123,9 +123,11 @@ local function refill(s, op)
   return cap
 end
 
+-- A request that can never pass (count 0, or more hits than the capacity) is told to try again
+-- a duration later: dur is the reduced duration, count/rate the factor it was reduced by.
 local function bucket(s, op, r)
   if op.count <= 0 then
-    if not op.release then r.allowed = 0 end
+    if not op.release then r.allowed, r.retry = 0, op.dur * 1000 end
     return
   end
   local cap = refill(s, op)
@@ -136,6 +138,7 @@ local function bucket(s, op, r)
     end
   elseif op.hits * op.dur > cap then
     r.allowed = 0
+    r.retry = op.dur * (op.count / op.rate) * 1000
   elseif s.x >= op.hits * op.dur then
     s.x = s.x - op.hits * op.dur
     s.dirty = true
@@ -152,7 +155,7 @@ end
 -- Throttle: x = microseconds, y = fraction in 1/count of the instant the schedule is free.
 local function throttle(s, op, r)
   if op.count <= 0 then
-    r.allowed = 0
+    if not op.release then r.allowed, r.retry = 0, math.max(op.dur * 1000 - op.maxwait, 1) end
     return
   end
   if s.x == nil or s.x < now or (s.x == now and s.y == 0) then
@@ -191,23 +194,13 @@ end
 
 -- Concurrency: a sorted set of lease expiries (us); card counts the leases after this call,
 -- stored those in the set now (releases are removed at once, acquisitions added at the end).
-local function lease_at(s, key, i)
-  -- expiry of the i-th oldest lease (0-based), counting leases added by this call last
-  if i < s.stored then
-    local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+local function first_end(s, key)
+  if s.stored > 0 then
+    local e = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     return tonumber(e[2])
   end
+  if #s.adds > 0 then return s.adds[1][1] end
   return now + s.lease
-end
-
-local function last_end(s, key)
-  local m = now
-  if s.stored > 0 then
-    local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    m = math.max(m, tonumber(e[2]))
-  end
-  if #s.adds > 0 then m = math.max(m, s.adds[#s.adds][1]) end
-  return m
 end
 
 local function named(op, j) return '=' .. op.id .. ':' .. j end
@@ -273,13 +266,12 @@ local function concurrency(s, op, r, i)
     end
     s.card, s.dirty = s.card + op.hits, true
   else
+    -- as the local engine: the time until the first lease ends (a lease's length when none is
+    -- held), a lower bound when more than one must end
     r.allowed = 0
-    if op.hits <= op.count then
-      r.retry = (lease_at(s, key, s.card + op.hits - op.count - 1) - now) * 1000
-    end
+    r.retry = math.max((first_end(s, key) - now) * 1000, 1)
   end
   r.remaining = math.max(op.count - s.card, 0)
-  r.reset = (last_end(s, key) - now) * 1000
 end
 
 local function run(s, op, r, i)

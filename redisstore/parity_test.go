@@ -1,0 +1,152 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// The same rules and the same calls at the same instants, through two Limiters: one keeps the
+// rules' state in memory, the other in Redis. Every decision and status must be the same.
+
+// parityRules covers each kind of rule: bucket with burst and an exception, throttle,
+// concurrency, refund, two rules of one resource (all or nothing), shadow.
+func parityRules() []hotparam.Rule {
+	return []hotparam.Rule{
+		{Resource: "bucket", Param: "item", Count: 5, Burst: 2, Duration: time.Second,
+			Items: map[string]int64{"vip": 10}, Cluster: true},
+		{Resource: "throttle", Param: "item", Behavior: hotparam.Throttle, Count: 10, Duration: time.Second,
+			MaxQueueingTime: 250 * time.Millisecond, Cluster: true},
+		{Resource: "conc", Param: "user", Grade: hotparam.Concurrency, Count: 2, Lease: 10 * time.Second, Cluster: true},
+		{Resource: "refund", Param: "key", Count: 3, Duration: 3 * time.Second, Refund: true, Cluster: true},
+		{Resource: "both", Param: "a", Count: 2, Duration: time.Second, Cluster: true},
+		{Resource: "both", Param: "b", Count: 1, Duration: 2 * time.Second, Cluster: true},
+		{Resource: "shadow", Param: "item", Count: 1, Duration: time.Hour, Shadow: true, Cluster: true},
+		{Resource: "shadow", Param: "user", Count: 3, Duration: time.Hour, Cluster: true},
+	}
+}
+
+// call is one Check of one entry at t0+at.
+type call struct {
+	at       time.Duration
+	resource string
+	params   map[string][]string
+	hits     int64
+	release  bool
+}
+
+func p(kv ...string) map[string][]string {
+	m := map[string][]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = append(m[kv[i]], kv[i+1])
+	}
+	return m
+}
+
+var parityCalls = []call{
+	// bucket: capacity 7, 5 a second (one token every 200ms); vip: capacity 12
+	{0, "bucket", p("item", "x"), 3, false},
+	{0, "bucket", p("item", "x"), 4, false},
+	{0, "bucket", p("item", "x"), 1, false},
+	{100 * ms, "bucket", p("item", "x"), 1, false},
+	{200 * ms, "bucket", p("item", "x"), 1, false},
+	{200 * ms, "bucket", p("item", "x"), 8, false}, // over the capacity: never
+	{1500 * ms, "bucket", p("item", "x"), 7, false},
+	{1500 * ms, "bucket", p("item", "vip"), 12, false},
+	{1500 * ms, "bucket", p("item", "vip"), 1, false},
+	{1500 * ms, "bucket", p("item", "x", "item", "y"), 1, false}, // x is empty: y is not charged
+	{1500 * ms, "bucket", p("item", "y"), 7, false},
+	{1500 * ms, "bucket", p("item", "y"), 1, true}, // release on a rule without refund: ignored
+	{1500 * ms, "bucket", p("item", "y"), 1, false},
+	// throttle: 100ms apart, at most 250ms of wait
+	{0, "throttle", p("item", "x"), 1, false},
+	{0, "throttle", p("item", "x"), 1, false},
+	{0, "throttle", p("item", "x"), 1, false},
+	{0, "throttle", p("item", "x"), 1, false},
+	{50 * ms, "throttle", p("item", "x"), 1, false},
+	{50 * ms, "throttle", p("item", "x"), 2, false},
+	{400 * ms, "throttle", p("item", "x"), 2, false},
+	{2 * time.Second, "throttle", p("item", "x"), 1, false}, // idle time earns no credit
+	{2 * time.Second, "throttle", p("item", "x"), 3, false},
+	// concurrency: 2 in flight, leases of 10s, releases free the newest
+	{0, "conc", p("user", "u"), 1, false},
+	{time.Second, "conc", p("user", "u"), 1, false},
+	{2 * time.Second, "conc", p("user", "u"), 1, false},
+	{3 * time.Second, "conc", p("user", "u"), 1, true},
+	{4 * time.Second, "conc", p("user", "u"), 1, false},
+	{5 * time.Second, "conc", p("user", "u"), 1, false},
+	{10 * time.Second, "conc", p("user", "u"), 1, false}, // the lease of 0s expired
+	{10 * time.Second, "conc", p("user", "u"), 3, true},  // never below zero
+	{10 * time.Second, "conc", p("user", "u"), 2, false},
+	{10 * time.Second, "conc", p("user", "u"), 3, false}, // more than the limit
+	// refund: 3 per 3s, negative hits give tokens back
+	{0, "refund", p("key", "k"), 3, false},
+	{0, "refund", p("key", "k"), 1, false},
+	{500 * ms, "refund", p("key", "k"), 2, true},
+	{500 * ms, "refund", p("key", "k"), 2, false},
+	{500 * ms, "refund", p("key", "k"), 1, false},
+	{500 * ms, "refund", p("key", "k"), 9, true}, // never above the capacity
+	{500 * ms, "refund", p("key", "k"), 3, false},
+	// both: a blocked b consumes nothing of a
+	{0, "both", p("a", "1", "b", "1"), 1, false},
+	{0, "both", p("a", "1", "b", "1"), 1, false},
+	{0, "both", p("a", "1", "b", "2"), 1, false},
+	{0, "both", p("a", "1", "b", "3"), 1, false},
+	{time.Second, "both", p("a", "1", "b", "1"), 1, false},
+	{2 * time.Second, "both", p("a", "1", "b", "1"), 1, false},
+	// shadow: item's rule never blocks, user's does
+	{0, "shadow", p("item", "i", "user", "s"), 1, false},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false},
+}
+
+func entryOf(c call) []hotparam.Entry {
+	e := hotparam.Entry{Resource: c.resource, Hits: c.hits, Release: c.release}
+	for _, name := range []string{"item", "user", "key", "a", "b"} {
+		if v, ok := c.params[name]; ok {
+			e.Params = append(e.Params, hotparam.Param{Name: name, Values: v})
+		}
+	}
+	return []hotparam.Entry{e}
+}
+
+func TestParityWithLocal(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	local, err := hotparam.New(parityRules(), hotparam.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fallbacks int
+	remote, err := hotparam.New(parityRules(), hotparam.Options{Remote: s, Fallback: hotparam.FallbackDeny,
+		OnFallback: func(error) { fallbacks++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allowed := 0
+	for i, c := range parityCalls {
+		now := t0.Add(c.at)
+		clk.now = now
+		wantSt, gotSt := make([]hotparam.Status, 1), make([]hotparam.Status, 1)
+		want := local.Check(ctx, now, entryOf(c), hotparam.CheckOptions{}, wantSt)
+		got := remote.Check(ctx, now, entryOf(c), hotparam.CheckOptions{}, gotSt)
+		if got != want {
+			t.Errorf("call %d %+v: Redis decision %+v, local %+v", i, c, got, want)
+		}
+		if gotSt[0] != wantSt[0] {
+			t.Errorf("call %d %+v: Redis status %+v, local %+v", i, c, gotSt[0], wantSt[0])
+		}
+		if want.Allowed {
+			allowed++
+		}
+	}
+	if allowed == 0 || allowed == len(parityCalls) {
+		t.Errorf("%d of %d calls allowed: the table does not exercise both outcomes", allowed, len(parityCalls))
+	}
+	if st := s.Stats(); st.Errors != 0 || fallbacks != 0 {
+		t.Errorf("Redis errors %d, fallbacks %d (last error %v): want none", st.Errors, fallbacks, st.LastError)
+	}
+}
