@@ -35,6 +35,7 @@ type call struct {
 	params   map[string][]string
 	hits     int64
 	release  bool
+	lease    string // Entry.LeaseID
 }
 
 func p(kv ...string) map[string][]string {
@@ -47,64 +48,75 @@ func p(kv ...string) map[string][]string {
 
 var parityCalls = []call{
 	// bucket: capacity 7, 5 a second (one token every 200ms); vip: capacity 12
-	{0, "bucket", p("item", "x"), 3, false},
-	{0, "bucket", p("item", "x"), 4, false},
-	{0, "bucket", p("item", "x"), 1, false},
-	{100 * ms, "bucket", p("item", "x"), 1, false},
-	{200 * ms, "bucket", p("item", "x"), 1, false},
-	{200 * ms, "bucket", p("item", "x"), 8, false}, // over the capacity: never
-	{1500 * ms, "bucket", p("item", "x"), 7, false},
-	{1500 * ms, "bucket", p("item", "vip"), 12, false},
-	{1500 * ms, "bucket", p("item", "vip"), 1, false},
-	{1500 * ms, "bucket", p("item", "x", "item", "y"), 1, false}, // x is empty: y is not charged
-	{1500 * ms, "bucket", p("item", "y"), 7, false},
-	{1500 * ms, "bucket", p("item", "y"), 1, true}, // release on a rule without refund: ignored
-	{1500 * ms, "bucket", p("item", "y"), 1, false},
+	{0, "bucket", p("item", "x"), 3, false, ""},
+	{0, "bucket", p("item", "x"), 4, false, ""},
+	{0, "bucket", p("item", "x"), 1, false, ""},
+	{100 * ms, "bucket", p("item", "x"), 1, false, ""},
+	{200 * ms, "bucket", p("item", "x"), 1, false, ""},
+	{200 * ms, "bucket", p("item", "x"), 8, false, ""}, // over the capacity: never
+	{1500 * ms, "bucket", p("item", "x"), 7, false, ""},
+	{1500 * ms, "bucket", p("item", "vip"), 12, false, ""},
+	{1500 * ms, "bucket", p("item", "vip"), 1, false, ""},
+	{1500 * ms, "bucket", p("item", "x", "item", "y"), 1, false, ""}, // x is empty: y is not charged
+	{1500 * ms, "bucket", p("item", "y"), 7, false, ""},
+	{1500 * ms, "bucket", p("item", "y"), 1, true, ""}, // release on a rule without refund: ignored
+	{1500 * ms, "bucket", p("item", "y"), 1, false, ""},
 	// throttle: 100ms apart, at most 250ms of wait
-	{0, "throttle", p("item", "x"), 1, false},
-	{0, "throttle", p("item", "x"), 1, false},
-	{0, "throttle", p("item", "x"), 1, false},
-	{0, "throttle", p("item", "x"), 1, false},
-	{50 * ms, "throttle", p("item", "x"), 1, false},
-	{50 * ms, "throttle", p("item", "x"), 2, false},
-	{400 * ms, "throttle", p("item", "x"), 2, false},
-	{2 * time.Second, "throttle", p("item", "x"), 1, false}, // idle time earns no credit
-	{2 * time.Second, "throttle", p("item", "x"), 3, false},
+	{0, "throttle", p("item", "x"), 1, false, ""},
+	{0, "throttle", p("item", "x"), 1, false, ""},
+	{0, "throttle", p("item", "x"), 1, false, ""},
+	{0, "throttle", p("item", "x"), 1, false, ""},
+	{50 * ms, "throttle", p("item", "x"), 1, false, ""},
+	{50 * ms, "throttle", p("item", "x"), 2, false, ""},
+	{400 * ms, "throttle", p("item", "x"), 2, false, ""},
+	{2 * time.Second, "throttle", p("item", "x"), 1, false, ""}, // idle time earns no credit
+	{2 * time.Second, "throttle", p("item", "x"), 3, false, ""},
 	// concurrency: 2 in flight, leases of 10s, releases free the newest
-	{0, "conc", p("user", "u"), 1, false},
-	{time.Second, "conc", p("user", "u"), 1, false},
-	{2 * time.Second, "conc", p("user", "u"), 1, false},
-	{3 * time.Second, "conc", p("user", "u"), 1, true},
-	{4 * time.Second, "conc", p("user", "u"), 1, false},
-	{5 * time.Second, "conc", p("user", "u"), 1, false},
-	{10 * time.Second, "conc", p("user", "u"), 1, false}, // the lease of 0s expired
-	{10 * time.Second, "conc", p("user", "u"), 3, true},  // never below zero
-	{10 * time.Second, "conc", p("user", "u"), 2, false},
-	{10 * time.Second, "conc", p("user", "u"), 3, false}, // more than the limit
+	{0, "conc", p("user", "u"), 1, false, ""},
+	{time.Second, "conc", p("user", "u"), 1, false, ""},
+	{2 * time.Second, "conc", p("user", "u"), 1, false, ""},
+	{3 * time.Second, "conc", p("user", "u"), 1, true, ""},
+	{4 * time.Second, "conc", p("user", "u"), 1, false, ""},
+	{5 * time.Second, "conc", p("user", "u"), 1, false, ""},
+	{10 * time.Second, "conc", p("user", "u"), 1, false, ""}, // the lease of 0s expired
+	{10 * time.Second, "conc", p("user", "u"), 3, true, ""},  // never below zero
+	{10 * time.Second, "conc", p("user", "u"), 2, false, ""},
+	{10 * time.Second, "conc", p("user", "u"), 3, false, ""}, // more than the limit
+	// concurrency with lease ids: a release frees its own lease, or nothing
+	{20 * time.Second, "conc", p("user", "w"), 1, false, "a"},
+	{21 * time.Second, "conc", p("user", "w"), 1, false, "b"},
+	{22 * time.Second, "conc", p("user", "w"), 1, false, "c"},
+	{22 * time.Second, "conc", p("user", "w"), 1, true, "c"}, // c was refused: nothing freed
+	{22 * time.Second, "conc", p("user", "w"), 1, false, "d"},
+	{23 * time.Second, "conc", p("user", "w"), 1, true, "a"},
+	{23 * time.Second, "conc", p("user", "w"), 1, true, "a"},
+	{24 * time.Second, "conc", p("user", "w"), 1, false, ""},
+	{31 * time.Second, "conc", p("user", "w"), 1, false, "e"}, // b (ends 31s) expired, not a
+	{31 * time.Second, "conc", p("user", "w"), 1, false, "f"},
 	// refund: 3 per 3s, negative hits give tokens back
-	{0, "refund", p("key", "k"), 3, false},
-	{0, "refund", p("key", "k"), 1, false},
-	{500 * ms, "refund", p("key", "k"), 2, true},
-	{500 * ms, "refund", p("key", "k"), 2, false},
-	{500 * ms, "refund", p("key", "k"), 1, false},
-	{500 * ms, "refund", p("key", "k"), 9, true}, // never above the capacity
-	{500 * ms, "refund", p("key", "k"), 3, false},
+	{0, "refund", p("key", "k"), 3, false, ""},
+	{0, "refund", p("key", "k"), 1, false, ""},
+	{500 * ms, "refund", p("key", "k"), 2, true, ""},
+	{500 * ms, "refund", p("key", "k"), 2, false, ""},
+	{500 * ms, "refund", p("key", "k"), 1, false, ""},
+	{500 * ms, "refund", p("key", "k"), 9, true, ""}, // never above the capacity
+	{500 * ms, "refund", p("key", "k"), 3, false, ""},
 	// both: a blocked b consumes nothing of a
-	{0, "both", p("a", "1", "b", "1"), 1, false},
-	{0, "both", p("a", "1", "b", "1"), 1, false},
-	{0, "both", p("a", "1", "b", "2"), 1, false},
-	{0, "both", p("a", "1", "b", "3"), 1, false},
-	{time.Second, "both", p("a", "1", "b", "1"), 1, false},
-	{2 * time.Second, "both", p("a", "1", "b", "1"), 1, false},
+	{0, "both", p("a", "1", "b", "1"), 1, false, ""},
+	{0, "both", p("a", "1", "b", "1"), 1, false, ""},
+	{0, "both", p("a", "1", "b", "2"), 1, false, ""},
+	{0, "both", p("a", "1", "b", "3"), 1, false, ""},
+	{time.Second, "both", p("a", "1", "b", "1"), 1, false, ""},
+	{2 * time.Second, "both", p("a", "1", "b", "1"), 1, false, ""},
 	// shadow: item's rule never blocks, user's does
-	{0, "shadow", p("item", "i", "user", "s"), 1, false},
-	{0, "shadow", p("item", "i", "user", "s"), 1, false},
-	{0, "shadow", p("item", "i", "user", "s"), 1, false},
-	{0, "shadow", p("item", "i", "user", "s"), 1, false},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false, ""},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false, ""},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false, ""},
+	{0, "shadow", p("item", "i", "user", "s"), 1, false, ""},
 }
 
 func entryOf(c call) []hotparam.Entry {
-	e := hotparam.Entry{Resource: c.resource, Hits: c.hits, Release: c.release}
+	e := hotparam.Entry{Resource: c.resource, Hits: c.hits, Release: c.release, LeaseID: c.lease}
 	for _, name := range []string{"item", "user", "key", "a", "b"} {
 		if v, ok := c.params[name]; ok {
 			e.Params = append(e.Params, hotparam.Param{Name: name, Values: v})
