@@ -68,48 +68,85 @@ func TestThrottle(t *testing.T) {
 	}
 }
 
-func downloadReq(user string) envoyconfig.Request {
-	return req("GET", "/downloads/f.bin", "192.0.2.6", "x-origin", "web", "x-user-id", user)
+// downloadReq is a download by user; its x-request-id (Envoy sets one on every request) is
+// "dl-" + user unless id is given.
+func downloadReq(user string, id ...string) envoyconfig.Request {
+	r := req("GET", "/downloads/f.bin", "192.0.2.6", "x-origin", "web", "x-user-id", user)
+	r.Headers["x-request-id"] = []string{"dl-" + user}
+	if len(id) > 0 {
+		r.Headers["x-request-id"] = id[:1]
+	}
+	return r
+}
+
+// concurrencyStep is a download request's acquire (or, with release, its stream-done release)
+// and the answer it must get.
+type concurrencyStep struct {
+	name    string
+	id      string // the request's x-request-id
+	release bool
+	want    rlsv3.RateLimitResponse_Code
+}
+
+func runConcurrencySteps(t *testing.T, s *service, user string, steps []concurrencyStep) {
+	t.Helper()
+	for i, st := range steps {
+		rr := limitRequest(t, downloadReq(user, st.id), st.release)
+		if got := s.limit(t, rr).GetOverallCode(); got != st.want {
+			t.Fatalf("step %d (%s): %v, want %v", i, st.name, got, st.want)
+		}
+	}
 }
 
 // TestConcurrency: GET:/downloads allows 2 in flight per user; the stream-done descriptor with
 // negative hits gives a slot back; releases never take the count below zero.
 func TestConcurrency(t *testing.T) {
 	s := sharedService(t)
-	acquire := limitRequest(t, downloadReq("conc-1"), false)
 	release := limitRequest(t, downloadReq("conc-1"), true)
 	if d := release.GetDescriptors()[0]; !d.GetIsNegativeHits() || d.GetHitsAddend().GetValue() != 1 {
 		t.Fatalf("release descriptor = %v, want hits_addend 1 with is_negative_hits", d)
 	}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
-	steps := []struct {
-		name string
-		rr   *rlsv3.RateLimitRequest
-		want rlsv3.RateLimitResponse_Code
-	}{
-		{"first in flight", acquire, ok},
-		{"second in flight", acquire, ok},
-		{"third refused", acquire, over},
-		{"a download ends", release, ok},
-		{"a slot is free again", acquire, ok},
-		{"full again", acquire, over},
-		{"both end", release, ok},
-		{"", release, ok},
-		{"extra releases are harmless", release, ok},
-		{"", release, ok},
-		{"count never went below zero: one", acquire, ok},
-		{"count never went below zero: two", acquire, ok},
-		{"count never went below zero: three refused", acquire, over},
-	}
-	for i, st := range steps {
-		if got := s.limit(t, st.rr).GetOverallCode(); got != st.want {
-			t.Fatalf("step %d (%s): %v, want %v", i, st.name, got, st.want)
-		}
-	}
+	runConcurrencySteps(t, s, "conc-1", []concurrencyStep{
+		{"first in flight", "r1", false, ok},
+		{"second in flight", "r2", false, ok},
+		{"third refused", "r3", false, over},
+		{"the first download ends", "r1", true, ok},
+		{"a slot is free again", "r4", false, ok},
+		{"full again", "r5", false, over},
+		{"both end", "r2", true, ok},
+		{"", "r4", true, ok},
+		{"extra releases are harmless", "r4", true, ok},
+		{"", "r1", true, ok},
+		{"count never went below zero: one", "r6", false, ok},
+		{"count never went below zero: two", "r7", false, ok},
+		{"count never went below zero: three refused", "r8", false, over},
+	})
 	// Another user is not affected.
 	if !s.allowed(t, downloadReq("conc-2")) {
 		t.Error("another user's download refused")
 	}
+}
+
+// TestConcurrencyRefusedRelease: Envoy sends the stream-done release also for a download the
+// rate-limit call refused; that release, carrying the refused request's own x-request-id, must
+// not free a slot another download holds, however many refused requests there are.
+func TestConcurrencyRefusedRelease(t *testing.T) {
+	s := sharedService(t)
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	runConcurrencySteps(t, s, "refused-1", []concurrencyStep{
+		{"a in flight", "a", false, ok},
+		{"b in flight", "b", false, ok},
+		{"c refused", "c", false, over},
+		{"c's stream ends: its release frees nothing", "c", true, ok},
+		{"d still refused", "d", false, over},
+		{"d's stream ends", "d", true, ok},
+		{"e still refused", "e", false, over},
+		{"e's stream ends", "e", true, ok},
+		{"a ends: its own slot comes back", "a", true, ok},
+		{"f takes it", "f", false, ok},
+		{"g refused", "g", false, over},
+	})
 }
 
 // TestLeaseExpiry runs its own service with a 1s lease: a slot never released is freed.

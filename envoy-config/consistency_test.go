@@ -99,10 +99,10 @@ func samples() []sample {
 			}},
 		{"order", Request{Method: "POST", Path: "/orders", Host: "localhost", Headers: hdr("x-origin", "web", "x-user-id", "u1"), Remote: ip}, "orders",
 			[]Descriptor{{Entries: []Entry{{"resource", "POST:/orders"}, {"origin", "web"}, {"user", "u1"}}}}},
-		{"download", get("/downloads/file.bin", hdr("x-origin", "web", "x-user-id", "u1")), "downloads",
+		{"download", get("/downloads/file.bin", hdr("x-origin", "web", "x-user-id", "u1", "x-request-id", "rid-1")), "downloads",
 			[]Descriptor{
-				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}}},
-				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}}, HitsAddend: 1, IsNegativeHits: true, OnStreamDone: true},
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}},
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}, HitsAddend: 1, IsNegativeHits: true, OnStreamDone: true},
 			}},
 		{"report", get("/reports", hdr("x-origin", "ops", "x-api-key", "k1")), "reports", nil},
 		{"POST to a GET route", Request{Method: "POST", Path: "/items?item_id=1", Host: "localhost", Remote: ip}, "", nil},
@@ -152,6 +152,14 @@ func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []
 	if originKey == "" {
 		originKey = "origin"
 	}
+	leaseKey := m.RateLimit.LeaseKey
+	if leaseKey == "" {
+		leaseKey = descriptors.DefaultLeaseKey
+	}
+	// A concurrency rule's acquire and release must both carry the lease key, or a refused
+	// request's release frees a slot another request holds.
+	acquireNoLease := map[pair]bool{}
+	releaseNoLease := map[pair]bool{}
 	rlsProduced := map[pair]bool{}   // by rate-limit descriptors
 	authzProduced := map[pair]bool{} // by Check through the authz mapping
 	released := map[pair]bool{}      // a stream-done negative-hits descriptor releases it
@@ -195,14 +203,17 @@ func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []
 				errs = append(errs, fmt.Sprintf("route %q: ext_authz resource %q but rate-limit resource %q", r.GetName(), ext["resource"], res))
 			}
 			routeResources[res] = true
+			_, leased := d.Value(leaseKey)
 			for _, e := range d.Entries {
-				if e.Key == resKey || e.Key == originKey {
+				if e.Key == resKey || e.Key == originKey || e.Key == leaseKey {
 					continue
 				}
 				if d.OnStreamDone && d.IsNegativeHits {
 					released[pair{res, e.Key}] = true
+					releaseNoLease[pair{res, e.Key}] = releaseNoLease[pair{res, e.Key}] || !leased
 				} else {
 					rlsProduced[pair{res, e.Key}] = true
+					acquireNoLease[pair{res, e.Key}] = acquireNoLease[pair{res, e.Key}] || !leased
 				}
 			}
 			descs = append(descs, d)
@@ -222,6 +233,9 @@ func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []
 		if rule.Grade == hotparam.Concurrency && !released[p] {
 			errs = append(errs, fmt.Sprintf("rule %s/%s: concurrency rule without a stream-done negative-hits descriptor to release it", rule.Resource, rule.Param))
 		}
+		if rule.Grade == hotparam.Concurrency && (acquireNoLease[p] || releaseNoLease[p]) {
+			errs = append(errs, fmt.Sprintf("rule %s/%s: concurrency descriptors without a %q entry: a refused request's release would free another's slot", rule.Resource, rule.Param, leaseKey))
+		}
 		if rule.Behavior == hotparam.Throttle && rule.MaxQueueingTime > longestWait {
 			longestWait = rule.MaxQueueingTime
 		}
@@ -229,11 +243,11 @@ func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []
 	for _, d := range descs {
 		res, _ := d.Value(resKey)
 		for _, e := range d.Entries {
-			if e.Key == resKey || e.Key == originKey {
+			if e.Key == resKey || e.Key == originKey || e.Key == leaseKey {
 				continue
 			}
 			if _, ok := used[pair{res, e.Key}]; !ok {
-				errs = append(errs, fmt.Sprintf("descriptor key %q on %s is neither %q, %q nor a param a rule uses", e.Key, res, resKey, originKey))
+				errs = append(errs, fmt.Sprintf("descriptor key %q on %s is neither %q, %q, %q nor a param a rule uses", e.Key, res, resKey, originKey, leaseKey))
 			}
 		}
 	}
@@ -333,6 +347,12 @@ func TestConsistencyCatches(t *testing.T) {
 		{"a concurrency rule nobody releases", func(_ *descriptors.Config, r *rulestore.Rules) {
 			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "POST:/orders", Param: "user", Grade: hotparam.Concurrency, Count: 1})
 		}, "without a stream-done"},
+		{"a concurrency rule whose descriptors carry no lease", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.RateLimit.LeaseKey = "request"
+		}, `rule GET:/downloads/user: concurrency descriptors without a "request" entry`},
+		{"the lease key taken for a param", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.RateLimit.LeaseKey = "request"
+		}, `descriptor key "lease_id" on GET:/downloads is neither`},
 		{"a throttle wait beyond the rate-limit timeout", func(_ *descriptors.Config, r *rulestore.Rules) {
 			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "POST:/orders", Param: "user", Count: 1, Duration: time.Second, Behavior: hotparam.Throttle, MaxQueueingTime: 5 * time.Second})
 		}, "does not exceed the longest throttle wait"},

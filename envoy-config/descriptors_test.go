@@ -223,7 +223,7 @@ func BenchmarkDescriptors(b *testing.B) {
 		b.Fatal(err)
 	}
 	route := c.Route("downloads")
-	r := Request{Method: "GET", Path: "/downloads/f", Headers: map[string][]string{"x-origin": {"web"}, "x-user-id": {"u1"}}}
+	r := Request{Method: "GET", Path: "/downloads/f", Headers: map[string][]string{"x-origin": {"web"}, "x-user-id": {"u1"}, "x-request-id": {"rid-1"}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Descriptors(route, r); err != nil {
