@@ -2,13 +2,15 @@ package redisstore
 
 import (
 	"crypto/tls"
-	"net"
-
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/redis/rueidis"
+	"net"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // Defaults applied by New to fields left zero.
@@ -32,6 +34,9 @@ type Config struct {
 	Username string   `mapstructure:"username"`
 	Password string   `mapstructure:"password"`
 	TLS      bool     `mapstructure:"tls"`
+	// CAFile is a PEM file of the certificate authorities that sign the server's certificate
+	// (a private CA); "" means the system's. It requires TLS.
+	CAFile string `mapstructure:"ca_file"`
 	// Timeout bounds one Eval, all its round trips included. Default 5ms.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Prefix starts every key. Default "extauthz". It may not contain '{' or '}'.
@@ -71,6 +76,9 @@ func (c Config) Validate() error {
 	default:
 		return &ConfigError{"mode", fmt.Errorf("%q is not standalone or cluster", c.Mode)}
 	}
+	if c.CAFile != "" && !c.TLS {
+		return &ConfigError{"ca_file", errors.New("requires tls")}
+	}
 	if c.Timeout < 0 {
 		return &ConfigError{"timeout", fmt.Errorf("%v is negative", c.Timeout)}
 	}
@@ -105,7 +113,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func clientOption(c Config) rueidis.ClientOption {
+func clientOption(c Config) (rueidis.ClientOption, error) {
 	o := rueidis.ClientOption{
 		InitAddress:       c.Addrs,
 		Username:          c.Username,
@@ -119,6 +127,17 @@ func clientOption(c Config) rueidis.ClientOption {
 	if c.TLS {
 		host, _, _ := net.SplitHostPort(c.Addrs[0])
 		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return o, &ConfigError{"ca_file", err}
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return o, &ConfigError{"ca_file", fmt.Errorf("%s holds no PEM certificate", c.CAFile)}
+			}
+			o.TLSConfig.RootCAs = pool
+		}
 	}
-	return o
+	return o, nil
 }

@@ -57,6 +57,7 @@ type Stats struct {
 type Store struct {
 	cfg  Config
 	opts Options
+	copt rueidis.ClientOption // TLS settings (CA pool) read once, in New
 	sha  string
 
 	// clock, when not nil, replaces the Redis clock: tests pass exact instants through it.
@@ -77,8 +78,8 @@ type clientBox struct{ c rueidis.Client }
 var _ hotparam.Remote = (*Store)(nil)
 
 // New returns a Store for cfg. It connects at once; when Redis cannot be reached, New still
-// returns the Store, with its breaker open, and Run connects later. Only an invalid cfg is an
-// error.
+// returns the Store, with its breaker open, and Run connects later. Only an invalid cfg (or an
+// unreadable CAFile) is an error.
 func New(cfg Config) (*Store, error) { return NewWithOptions(cfg, Options{}) }
 
 // NewWithOptions is New with hooks.
@@ -87,8 +88,12 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	copt, err := clientOption(cfg)
+	if err != nil {
+		return nil, err
+	}
 	sum := sha1.Sum([]byte(scriptSource))
-	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:])}
+	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if err := s.connect(); err != nil {
 		s.setErr(err)
@@ -136,7 +141,7 @@ func (s *Store) connect() error {
 	if s.client.Load() != nil {
 		return nil
 	}
-	c, err := rueidis.NewClient(clientOption(s.cfg))
+	c, err := rueidis.NewClient(s.copt)
 	if err != nil {
 		return fmt.Errorf("cannot connect to redis: %w", err)
 	}

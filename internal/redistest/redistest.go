@@ -4,6 +4,8 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +29,7 @@ type Server struct {
 	bin  string
 	dir  string
 	args []string
+	tls  *tls.Config // nil for a plain server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil when not running
@@ -41,20 +44,52 @@ func Start(t testing.TB, extra ...string) *Server {
 	return start(t, freePort(t, false), extra...)
 }
 
+// TLSFiles are the PEM files of a server that serves TLS.
+type TLSFiles struct {
+	Cert, Key string // the server's certificate (valid for 127.0.0.1) and key
+	CA        string // the authority that signed Cert
+}
+
+// StartTLS starts a redis-server that serves TLS only (no plain port), with the certificate of
+// files, not asking clients for one. Addr is its TLS address.
+func StartTLS(t testing.TB, files TLSFiles, extra ...string) *Server {
+	t.Helper()
+	pem, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s: no PEM certificate", files.CA)
+	}
+	return startWith(t, freePort(t, false), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}, append([]string{
+		"--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-ca-cert-file", files.CA,
+		"--tls-auth-clients", "no",
+	}, extra...)...)
+}
+
 func start(t testing.TB, port int, extra ...string) *Server {
+	t.Helper()
+	return startWith(t, port, nil, extra...)
+}
+
+func startWith(t testing.TB, port int, tlsConf *tls.Config, extra ...string) *Server {
 	t.Helper()
 	bin := lookup(t)
 	dir := t.TempDir()
-	s := &Server{t: t, bin: bin, dir: dir}
+	s := &Server{t: t, bin: bin, dir: dir, tls: tlsConf}
 	t.Cleanup(s.Close)
 	// Another process may take the free port before the server binds it: then the server exits
 	// at once, and Start tries another port.
 	for attempt := 0; ; attempt++ {
 		s.Port = port
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		ports := []string{"--port", strconv.Itoa(port)}
+		if tlsConf != nil {
+			ports = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
+		}
+		s.args = append(append(ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--daemonize", "no",
-		}, extra...)
+		), extra...)
 		err := s.launch()
 		if err == nil {
 			return s
@@ -133,7 +168,13 @@ func (s *Server) launch() error {
 
 // roundTrip sends one inline command and returns the first reply line.
 func (s *Server) roundTrip(cmd string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	var c net.Conn
+	var err error
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr(), s.tls)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr(), time.Second)
+	}
 	if err != nil {
 		return "", err
 	}
