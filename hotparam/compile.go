@@ -164,6 +164,9 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		l.compiled[i] = rs
 		l.byResource[r.Resource] = append(l.byResource[r.Resource], int32(i))
 	}
+	if err := checkRemote(l.compiled, opts.Remote); err != nil {
+		return nil, err
+	}
 	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
 	for _, rs := range l.compiled {
 		if st, ok := kept[key{rs.ident, rs.nth}]; ok {
@@ -174,4 +177,39 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		rs.store = newStore(l.seq.Add(1), rs.capacity())
 	}
 	return l, nil
+}
+
+// checkRemote asks a Remote that implements RemoteChecker whether it can hold each Cluster rule
+// at the rule's largest count (Count or its largest item).
+func checkRemote(compiled []*ruleState, r Remote) error {
+	rc, ok := r.(RemoteChecker)
+	if !ok {
+		return nil
+	}
+	for _, rs := range compiled {
+		if !rs.rule.Cluster {
+			continue
+		}
+		op := RemoteOp{
+			RuleID:   rs.id,
+			Grade:    rs.rule.Grade,
+			Behavior: rs.rule.Behavior,
+			Count:    rs.rule.Count,
+			Burst:    rs.rule.Burst,
+			Duration: rs.rule.Duration,
+			MaxWait:  rs.rule.MaxQueueingTime,
+			Lease:    durationOf(rs.lease),
+			Hits:     1,
+			Refund:   rs.rule.Refund,
+			Shadow:   rs.rule.Shadow,
+		}
+		for _, c := range rs.rule.Items {
+			op.Count = max(op.Count, c)
+		}
+		if err := rc.CheckOp(op); err != nil {
+			return fmt.Errorf("hotparam: rule %d (resource %q, param %q): the shared store cannot hold it: %w",
+				rs.index, rs.rule.Resource, rs.rule.Param, err)
+		}
+	}
+	return nil
 }

@@ -25,6 +25,9 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 	}
 	res := make([]RemoteResult, len(rops))
 	if err := l.opts.Remote.Eval(ctx, rops, res); err != nil {
+		if l.opts.OnFallback != nil {
+			l.opts.OnFallback(err)
+		}
 		return l.fallback(now, ops, idx, opt, st)
 	}
 	block, shadow := -1, -1 // indexes into idx of the first blocking and shadow-blocked op
