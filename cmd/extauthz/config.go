@@ -83,11 +83,13 @@ type StoreConfig struct {
 
 // RedisConfig is the shared store for `cluster: true` rules.
 type RedisConfig struct {
-	Addrs    []string      `mapstructure:"addrs"`
-	Mode     string        `mapstructure:"mode"` // standalone | cluster
-	Username string        `mapstructure:"username"`
-	Password string        `mapstructure:"password"`
-	TLS      bool          `mapstructure:"tls"`
+	Addrs    []string `mapstructure:"addrs"`
+	Mode     string   `mapstructure:"mode"` // standalone | cluster
+	Username string   `mapstructure:"username"`
+	Password string   `mapstructure:"password"`
+	TLS      bool     `mapstructure:"tls"`
+	// CAFile is a PEM file of the authorities that sign Redis's certificate; "" means the system's.
+	CAFile   string        `mapstructure:"ca_file"`
 	Timeout  time.Duration `mapstructure:"timeout"`  // per call
 	Fallback string        `mapstructure:"fallback"` // local | allow | deny, when Redis fails
 	// Replicas divides the counts of cluster rules enforced locally while Redis is down.
@@ -107,32 +109,36 @@ func (c RedisConfig) Enabled() bool { return len(c.Addrs) > 0 }
 // The Config defaults are decoded from it, so the two cannot drift apart.
 func defaults() map[string]any {
 	return map[string]any{
-		"grpc_addr":               ":9001",
-		"admin_addr":              "127.0.0.1:9002",
-		"rules_file":              "",
-		"log.level":               "info",
-		"log.format":              "json",
-		"tls.cert_file":           "",
-		"tls.key_file":            "",
-		"tls.client_ca_file":      "",
-		"grpc.max_recv_msg_size":  4 << 20,
-		"grpc.keepalive.time":     "2h",
-		"grpc.keepalive.timeout":  "20s",
-		"grpc.keepalive.min_time": "10s",
-		"shutdown_grace":          "15s",
-		"authz.resource":          descriptors.DefaultResource,
-		"authz.trusted_hops":      0,
-		"ratelimit.resource_key":  "resource",
-		"ratelimit.origin_key":    "origin",
-		"param_names":             []string{},
-		"store.redis.addrs":       []string{},
-		"store.redis.mode":        "standalone",
-		"store.redis.username":    "",
-		"store.redis.password":    "",
-		"store.redis.tls":         false,
-		"store.redis.timeout":     "5ms",
-		"store.redis.fallback":    "local",
-		"store.redis.replicas":    1,
+		"grpc_addr":                    ":9001",
+		"admin_addr":                   "127.0.0.1:9002",
+		"rules_file":                   "",
+		"log.level":                    "info",
+		"log.format":                   "json",
+		"tls.cert_file":                "",
+		"tls.key_file":                 "",
+		"tls.client_ca_file":           "",
+		"grpc.max_recv_msg_size":       4 << 20,
+		"grpc.keepalive.time":          "2h",
+		"grpc.keepalive.timeout":       "20s",
+		"grpc.keepalive.min_time":      "10s",
+		"shutdown_grace":               "15s",
+		"authz.resource":               descriptors.DefaultResource,
+		"authz.trusted_hops":           0,
+		"ratelimit.resource_key":       "resource",
+		"ratelimit.origin_key":         "origin",
+		"param_names":                  []string{},
+		"store.redis.addrs":            []string{},
+		"store.redis.mode":             "standalone",
+		"store.redis.username":         "",
+		"store.redis.password":         "",
+		"store.redis.tls":              false,
+		"store.redis.timeout":          "5ms",
+		"store.redis.fallback":         "local",
+		"store.redis.replicas":         1,
+		"store.redis.ca_file":          "",
+		"store.redis.prefix":           "",
+		"store.redis.breaker_failures": 0,
+		"store.redis.breaker_cooldown": "0s",
 	}
 }
 
@@ -412,6 +418,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(r.Prefix, "{}") {
 		add("store.redis.prefix", "must not contain a brace")
+	}
+	if r.CAFile != "" && !r.TLS {
+		add("store.redis.ca_file", "requires store.redis.tls")
 	}
 	if r.BreakerFailures < 0 {
 		add("store.redis.breaker_failures", "must not be negative")

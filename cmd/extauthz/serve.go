@@ -104,7 +104,7 @@ func newService(cfg Config, log *zap.Logger) (*service, error) {
 			ParamNames:     cfg.ParamNames,
 			ClusterEnabled: rem != nil,
 		},
-		Limiter: limiterOptions(cfg.Store.Redis, rem),
+		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
 		OnLoad:  s.onLoad,
 	})
 	if err != nil {

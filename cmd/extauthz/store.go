@@ -23,6 +23,7 @@ func newRemote(cfg RedisConfig, m *metrics.Metrics) (*redisstore.Store, error) {
 		Username:        cfg.Username,
 		Password:        cfg.Password,
 		TLS:             cfg.TLS,
+		CAFile:          cfg.CAFile,
 		Timeout:         cfg.Timeout,
 		Prefix:          cfg.Prefix,
 		BreakerFailures: cfg.BreakerFailures,
@@ -38,19 +39,22 @@ func runRemote(ctx context.Context, rem *redisstore.Store) error {
 	return rem.Run(ctx)
 }
 
-// limiterOptions are the hot-param options: the shared store and its fallback policy.
-func limiterOptions(cfg RedisConfig, rem *redisstore.Store) hotparam.Options {
+// limiterOptions are the hot-param options: the shared store, its fallback policy, and the
+// fallbacks counted into m under the policy's name.
+func limiterOptions(cfg RedisConfig, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
 	opts := hotparam.Options{Replicas: cfg.Replicas}
-	switch cfg.Fallback {
+	policy := cfg.Fallback
+	switch policy {
 	case "allow":
 		opts.Fallback = hotparam.FallbackAllow
 	case "deny":
 		opts.Fallback = hotparam.FallbackDeny
 	default:
-		opts.Fallback = hotparam.FallbackLocal
+		opts.Fallback, policy = hotparam.FallbackLocal, "local"
 	}
 	if rem != nil {
 		opts.Remote = rem
+		opts.OnFallback = func(error) { m.RedisFallback(policy) }
 	}
 	return opts
 }
