@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+// Fault tests at the service level: the built binary, a real redis-server, and Redis killed,
+// restarted or stopped (SIGSTOP) under load. Real clock: tolerances for a loaded machine.
+
+const (
+	faultRedisTimeout = 50 * time.Millisecond
+	// faultTolerance is added to the Redis timeout for the gRPC round trip and scheduling on a
+	// loaded 2-core machine (the race detector included).
+	faultTolerance = 250 * time.Millisecond
+)
+
+// faultService starts redis and one extauthz with a cluster rule on POST:/order (1000 a
+// second, never reached) and one on POST:/few (2 an hour), with the fallback policy given.
+func faultService(t *testing.T, fallback string) (*redistest.Server, *proc, rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
+  - {resource: "POST:/few", param: item_id, grade: qps, count: 2, duration: 1h, cluster: true}
+`)
+	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
+store:
+  redis:
+    addrs: ["%s"]
+    timeout: %v
+    fallback: %s
+    breaker_failures: 3
+    breaker_cooldown: 100ms
+`, srv.Addr(), faultRedisTimeout, fallback))
+	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	return srv, p, rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr))
+}
+
+// loadStats are the answers of a load run.
+type loadStats struct {
+	mu      sync.Mutex
+	ok      int
+	over    int
+	errs    int
+	slowest time.Duration
+}
+
+// runLoad calls ShouldRateLimit for POST:/order from 4 clients until stop is closed, timing
+// every call.
+func runLoad(c rlsv3.RateLimitServiceClient, stop <-chan struct{}) (wait func() *loadStats) {
+	st := &loadStats{}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				begin := time.Now()
+				resp, err := c.ShouldRateLimit(ctx, rlRequest("POST:/order", fmt.Sprintf("v%d-%d", i, n%50)))
+				d := time.Since(begin)
+				cancel()
+				st.mu.Lock()
+				st.slowest = max(st.slowest, d)
+				switch {
+				case err != nil:
+					st.errs++
+				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
+					st.ok++
+				default:
+					st.over++
+				}
+				st.mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	return func() *loadStats { wg.Wait(); return st }
+}
+
+// metric reads one series from /metrics.
+func (p *proc) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	_, body := p.get(t, "/metrics")
+	return metricValue(body, series)
+}
+
+func code(t *testing.T, c rlsv3.RateLimitServiceClient, resource, item string) rlsv3.RateLimitResponse_Code {
+	t.Helper()
+	return rateLimit(t, c, resource, item)
+}
+
+// checkFault runs load, applies fault, and checks that every answer came within the timeout,
+// that the breaker opens, that /readyz stays ready, and that the fallback policy answers.
+func checkFault(t *testing.T, p *proc, c rlsv3.RateLimitServiceClient, fallback string, fault func()) {
+	t.Helper()
+	stop := make(chan struct{})
+	wait := runLoad(c, stop)
+	time.Sleep(200 * time.Millisecond)
+	fault()
+	eventually(t, "the breaker opens", func() bool { return p.metric(t, "extauthz_redis_breaker_open") == 1 })
+	time.Sleep(300 * time.Millisecond) // more load with the breaker open
+	close(stop)
+	st := wait()
+	t.Logf("load: %d ok, %d over limit, %d errors; slowest answer %v", st.ok, st.over, st.errs, st.slowest)
+	if st.errs != 0 {
+		t.Errorf("%d calls failed: the service must answer while Redis is down", st.errs)
+	}
+	if st.slowest > faultRedisTimeout+faultTolerance {
+		t.Errorf("slowest answer %v, want within the Redis timeout %v (+%v)", st.slowest, faultRedisTimeout, faultTolerance)
+	}
+	if n := p.metric(t, fmt.Sprintf(`extauthz_redis_fallbacks_total{policy=%q}`, fallback)); n == 0 {
+		t.Errorf("no fallback counted under %q", fallback)
+	}
+	if p.metric(t, `extauthz_redis_calls_total{result="error"}`) == 0 {
+		t.Error("no failed Redis call counted")
+	}
+	if code, body := p.get(t, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz while falling back = %d %s, want 200", code, body)
+	}
+	switch fallback {
+	case "deny":
+		if st.over == 0 {
+			t.Error("fallback deny: no call refused while Redis was down")
+		}
+		if got := code(t, c, "POST:/order", "fresh"); got != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("fallback deny, Redis down: got %v, want OVER_LIMIT", got)
+		}
+	case "local":
+		// the local state enforces the rule: 2 an hour, then refused
+		want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}
+		for i, w := range want {
+			if got := code(t, c, "POST:/few", "local-v"); got != w {
+				t.Errorf("fallback local, call %d: got %v, want %v", i, got, w)
+			}
+		}
+	}
+}
+
+// checkRecovered waits until the breaker closes, and checks that the state lives in Redis again:
+// a value's two tokens an hour are counted in Redis (its key is there), then it is refused.
+func checkRecovered(t *testing.T, srv *redistest.Server, p *proc, c rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	eventually(t, "the breaker closes", func() bool { return p.metric(t, "extauthz_redis_breaker_open") == 0 })
+	eventually(t, "calls reach Redis again", func() bool {
+		return code(t, c, "POST:/order", "probe") == rlsv3.RateLimitResponse_OK
+	})
+	want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}
+	for i, w := range want {
+		if got := code(t, c, "POST:/few", "after"); got != w {
+			t.Errorf("after recovery, call %d: got %v, want %v", i, got, w)
+		}
+	}
+	if keys := srv.CLI("--scan", "--pattern", "*{after}*"); keys == "" {
+		t.Error("after recovery: no key of the value in Redis, want the cluster state there")
+	}
+}
+
+// Redis killed mid-load with fallback deny: answers within the deadline, refused, breaker open;
+// Redis restarted on its port: used again without restarting extauthz.
+func TestBinaryRedisKilledFallbackDeny(t *testing.T) {
+	srv, p, c := faultService(t, "deny")
+	checkFault(t, p, c, "deny", srv.Kill)
+	srv.Restart()
+	checkRecovered(t, srv, p, c)
+	if code := p.stop(t); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+}
+
+// Redis killed mid-load with fallback local: the local state enforces the rules.
+func TestBinaryRedisKilledFallbackLocal(t *testing.T) {
+	srv, p, c := faultService(t, "local")
+	checkFault(t, p, c, "local", srv.Kill)
+	srv.Restart()
+	checkRecovered(t, srv, p, c)
+}
+
+// A Redis that hangs (SIGSTOP) behaves as a dead one: every answer within the deadline, the
+// breaker opens, the fallback answers; after SIGCONT the store is used again.
+func TestBinaryRedisHangs(t *testing.T) {
+	srv, p, c := faultService(t, "deny")
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	checkFault(t, p, c, "deny", srv.Pause)
+	srv.Resume()
+	resumed = true
+	checkRecovered(t, srv, p, c)
+}
