@@ -167,3 +167,46 @@ func BenchmarkMemoryPerValueOtter(b *testing.B) {
 		c.StopAllGoroutines()
 	}
 }
+
+// allowRemote allows every op at once; it is safe for concurrent use.
+type allowRemote struct{}
+
+func (allowRemote) Eval(_ context.Context, ops []RemoteOp, res []RemoteResult) error {
+	return allowAll(ops, res)
+}
+
+// BenchmarkCheckCluster checks tracked values of a local rule together with a cluster rule,
+// against a Remote that answers at once: the cost of the cluster path itself (its locks are
+// taken twice, around the Remote call).
+func BenchmarkCheckCluster(b *testing.B) {
+	rules := []Rule{
+		{Resource: "r", Param: "p", Count: 1 << 40, Duration: time.Second},
+		{Resource: "r", Param: "p", Count: 1 << 40, Duration: time.Second, Cluster: true},
+	}
+	l, err := New(rules, Options{Remote: allowRemote{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 4096
+	entries := make([][]Entry, n)
+	for i := range entries {
+		entries[i] = []Entry{one("value-"+strconv.Itoa(i), 1)}
+		l.Check(context.Background(), t0, entries[i], CheckOptions{}, nil)
+	}
+	var seq atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seq.Add(1) * 997)
+		st := make([]Status, 1)
+		ctx := context.Background()
+		now := t0
+		for pb.Next() {
+			i++
+			now = now.Add(time.Microsecond)
+			if d := l.Check(ctx, now, entries[i%n], CheckOptions{}, st); !d.Allowed {
+				b.Fatal("blocked")
+			}
+		}
+	})
+}

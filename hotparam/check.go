@@ -17,7 +17,11 @@ type op struct {
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
 	released bool
-	remote   bool // a cluster rule checked by the Remote (unless falling back to local state)
+	remote   bool  // a cluster rule checked by the Remote (unless falling back to local state)
+	rk       int32 // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
+	// early: checked and committed before the call's Remote.Eval, its lock released since (see
+	// Limiter.cluster); gone: its value was no longer tracked when locked again.
+	early, gone bool
 	// Set while the op runs on local state:
 	lim     *limit
 	sh      *shard
@@ -26,6 +30,7 @@ type op struct {
 	lid     uint64 // concurrency: the hash of leaseID, 0 for none
 	slot    int32
 	saved   state // the value's state before this op changed it, to undo it
+	after   state // throttle: the value's state right after this op's reservation
 	leases  int32 // concurrency: the value's lease count before this op's acquire
 	applied bool  // this op consumed (undone if the call is blocked)
 	blocked bool  // this op's own limit was exceeded
@@ -120,6 +125,14 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		if o.sh == nil {
 			continue
 		}
+		if o.early { // locked again: find the value without counting another access
+			if _, slot := o.sh.index.find(o.sh, o.value, o.hash); slot >= 0 {
+				o.slot = slot
+				o.sh.at(slot).pinned = true
+				continue
+			}
+			o.gone = true
+		}
 		slot, created := o.sh.get(o.value, o.hash)
 		o.slot = slot
 		sl := o.sh.at(slot)
@@ -161,13 +174,14 @@ func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
 	return w
 }
 
-// eval runs the active ops on their locked states, applying each that passes. It reports whether
-// an op of a rule that is not a shadow rule blocked. Releases are applied and never block.
+// eval runs the active ops on their locked states, applying each that passes (early ops ran
+// already and are left as they are). It reports whether an op of a rule that is not a shadow
+// rule blocked. Releases are applied and never block.
 func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	blocked := false
 	for i := range ops {
 		o := &ops[i]
-		if o.sh == nil {
+		if o.sh == nil || o.early {
 			continue
 		}
 		o.applied, o.blocked, o.wait, o.retry = false, false, 0, 0
@@ -193,6 +207,7 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			o.saved = *s
 			mw := maxWait(o.rs, now, opt)
 			ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			o.after = *s
 			if !ok {
 				o.retry = max(o.wait-max(mw, 0), 1)
 				o.wait = 0
@@ -222,11 +237,12 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	return blocked
 }
 
-// undo restores the states the applied ops changed, in reverse order.
+// undo restores the states the applied ops changed, in reverse order; it leaves early ops to
+// revert. Requires the ops locked since eval.
 func undo(ops []op) {
 	for i := len(ops) - 1; i >= 0; i-- {
 		o := &ops[i]
-		if o.sh == nil || !o.applied {
+		if o.sh == nil || !o.applied || o.early {
 			continue
 		}
 		o.sh.at(o.slot).st = o.saved

@@ -2,6 +2,7 @@ package hotparam
 
 import (
 	"hash/maphash"
+	"slices"
 	"time"
 )
 
@@ -92,6 +93,29 @@ func (sh *shard) release(i int32, n int64, id uint64) {
 	}
 	s.a = max(s.a, 0)
 	sh.setLeases(i, kept)
+}
+
+// unlease takes back n hits of slot i's newest lease that expires at exp under id: an acquire
+// undone after its lock was released, when the lease may be partly or wholly released or
+// expired already (then less, or nothing, is taken back). Leases alike in exp and id are
+// interchangeable. Requires mu held.
+func (sh *shard) unlease(i int32, exp, n int64, id uint64) {
+	s := &sh.at(i).st
+	ls := sh.leases[i]
+	for j := len(ls) - 1; j >= 0; j-- {
+		l := &ls[j]
+		if l.exp != exp || l.id != id {
+			continue
+		}
+		k := min(n, l.n)
+		l.n -= k
+		s.a = max(s.a-k, 0)
+		if l.n == 0 {
+			ls = slices.Delete(ls, j, j+1)
+		}
+		break
+	}
+	sh.setLeases(i, ls)
 }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }

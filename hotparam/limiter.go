@@ -64,8 +64,9 @@ func (l *Limiter) Rules() []Rule { return l.rules }
 // entry and is filled with each entry's tightest status.
 //
 // Release entries are applied whatever the outcome and never block. Cluster rules are checked by
-// Options.Remote after the local rules passed, with the local state held; if the Remote blocks,
-// the local commit is undone.
+// Options.Remote after the local rules passed and committed; no lock is held during the Remote
+// call. If the Remote blocks, the local commit is given back as far as other calls made since
+// allow, never more than was taken (see cluster and revert in remote.go).
 func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt CheckOptions, st []Status) Decision {
 	st = st[:min(len(st), len(entries))]
 	for i := range st {

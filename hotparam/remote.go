@@ -2,9 +2,22 @@ package hotparam
 
 import "context"
 
-// cluster checks a call with ops for the Remote: the local ops first, committed with their state
-// still locked; then the Remote once for all cluster ops; if it blocks, the local commit is
-// undone, so the call stays all or nothing. On a Remote error, Options.Fallback applies.
+// cluster checks a call with ops for the Remote, holding no lock across the Remote's round trip
+// (which may take as long as the store's timeout, and would otherwise hold up every value of the
+// locked shards behind it):
+//
+//  1. the local ops are checked and committed under their shards' locks, which are then
+//     released; a call blocked here does not ask the Remote;
+//  2. the Remote checks all the cluster ops at once;
+//  3. the locks are taken again to count the outcome and, if the Remote blocked (or the
+//     fallback blocks), to give back what step 1 committed.
+//
+// Other calls may use the same values between 1 and 3, so step 3 cannot restore the states
+// saved in step 1. It gives back what it can without ever giving more than the call took (see
+// revert): tokens are refunded, clamped to the bucket's capacity; the lease acquired is removed
+// if it is still held; a throttle slot is given back only if no reservation was made after it,
+// and otherwise stays taken. A blocked call thus never holds concurrency, and never holds
+// tokens unless a throttle slot had others queued behind it by then.
 func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
 	if l.eval(now, ops, false, opt) {
@@ -15,12 +28,18 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		decide(&d, ops, false)
 		return d
 	}
-	idx := make([]int, 0, len(ops))
+	for i := range ops {
+		ops[i].early = ops[i].sh != nil
+	}
+	unlock(ops)
+
 	rops := make([]RemoteOp, 0, len(ops))
 	for i := range ops {
-		if ops[i].remote {
-			idx = append(idx, i)
-			rops = append(rops, remoteOp(now, &ops[i], opt))
+		o := &ops[i]
+		o.rk = -1
+		if o.remote {
+			o.rk = int32(len(rops))
+			rops = append(rops, remoteOp(now, o, opt))
 		}
 	}
 	res := make([]RemoteResult, len(rops))
@@ -28,94 +47,162 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		if l.opts.OnFallback != nil {
 			l.opts.OnFallback(err)
 		}
-		return l.fallback(now, ops, idx, opt, st)
+		return l.fallback(now, ops, opt, st)
 	}
-	block, shadow := -1, -1 // indexes into idx of the first blocking and shadow-blocked op
-	for k, i := range idx {
-		if res[k].Allowed || ops[i].release {
+	var block, shadow *op // the first cluster op that blocked, and the first shadow one
+	for i := range ops {
+		o := &ops[i]
+		if o.rk < 0 || res[o.rk].Allowed || o.release {
 			continue
 		}
-		if ops[i].rs.rule.Shadow {
-			if shadow < 0 || ops[i].seq < ops[idx[shadow]].seq {
-				shadow = k
+		if o.rs.rule.Shadow {
+			if shadow == nil || o.seq < shadow.seq {
+				shadow = o
 			}
-		} else if block < 0 || ops[i].seq < ops[idx[block]].seq {
-			block = k
+		} else if block == nil || o.seq < block.seq {
+			block = o
 		}
 	}
-	allowed := block < 0
+	allowed := block == nil
+	var bl, sh Block // built now: ops are reordered when locked again
+	if block != nil {
+		bl = blockOf(block)
+		bl.RetryAfter = res[block.rk].RetryAfter
+	}
+	if shadow != nil {
+		sh = blockOf(shadow)
+		sh.RetryAfter = res[shadow.rk].RetryAfter
+	}
+	shadowSeq := int32(-1)
+	if shadow != nil {
+		shadowSeq = shadow.seq
+	}
+
+	l.lock(now, ops, false)
 	if !allowed {
-		undo(ops)
+		revert(now, ops)
 	}
 	l.finish(now, ops, allowed, opt, st)
 	unlock(ops)
 	d := Decision{Allowed: allowed}
-	_, shadowSeq := decide(&d, ops, allowed)
+	_, localShadow := decide(&d, ops, allowed)
 	if !allowed {
-		i := idx[block]
-		d.Block = blockOf(&ops[i])
-		d.Block.RetryAfter = res[block].RetryAfter
+		d.Block = bl
 	}
-	if shadow >= 0 && (shadowSeq < 0 || ops[idx[shadow]].seq < shadowSeq) {
-		d.ShadowBlocked = true
-		d.Shadow = blockOf(&ops[idx[shadow]])
-		d.Shadow.RetryAfter = res[shadow].RetryAfter
+	if shadowSeq >= 0 && (localShadow < 0 || shadowSeq < localShadow) {
+		d.ShadowBlocked, d.Shadow = true, sh
 	}
-	for k, i := range idx {
+	for i := range ops {
 		o := &ops[i]
-		if allowed && res[k].Wait > d.Wait {
-			d.Wait = res[k].Wait
+		if o.rk < 0 {
+			continue
+		}
+		r := &res[o.rk]
+		if allowed && r.Wait > d.Wait {
+			d.Wait = r.Wait
 		}
 		if st == nil || o.rs.rule.Shadow {
 			continue
 		}
-		c := Status{Rule: o.rs.index, Limit: rops[k].Count, Duration: o.rs.rule.Duration,
-			Remaining: res[k].Remaining, ResetAfter: res[k].ResetAfter}
+		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.rule.Duration,
+			Remaining: r.Remaining, ResetAfter: r.ResetAfter}
 		if o.rs.kind == kindConcurrency {
 			c.Duration = 0
 		}
-		if !res[k].Allowed {
-			c.RetryAfter = max(res[k].RetryAfter, 1)
+		if !r.Allowed {
+			c.RetryAfter = max(r.RetryAfter, 1)
 		}
 		offer(&st[o.entry], c)
 	}
 	return d
 }
 
-// fallback finishes a call whose Remote failed, with the local ops committed and locked.
-func (l *Limiter) fallback(now int64, ops []op, idx []int, opt *CheckOptions, st []Status) Decision {
+// fallback finishes a call whose Remote failed, its local ops committed early.
+func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	switch l.opts.Fallback {
 	case FallbackAllow:
+		l.lock(now, ops, false)
 		l.finish(now, ops, true, opt, st)
 		unlock(ops)
 		d := Decision{Allowed: true}
 		decide(&d, ops, true)
 		return d
 	case FallbackDeny:
-		first := -1
-		for _, i := range idx {
+		var first *op
+		for i := range ops {
 			o := &ops[i]
-			if !o.release && !o.rs.rule.Shadow && (first < 0 || o.seq < ops[first].seq) {
-				first = i
+			if o.remote && !o.release && !o.rs.rule.Shadow && (first == nil || o.seq < first.seq) {
+				first = o
 			}
 		}
-		allowed := first < 0
+		allowed := first == nil
+		var bl Block
 		if !allowed {
-			undo(ops)
+			bl = blockOf(first)
+		}
+		l.lock(now, ops, false)
+		if !allowed {
+			revert(now, ops)
 		}
 		l.finish(now, ops, allowed, opt, st)
 		unlock(ops)
 		d := Decision{Allowed: allowed}
 		decide(&d, ops, allowed)
 		if !allowed {
-			d.Block = blockOf(&ops[first])
+			d.Block = bl
 		}
 		return d
 	}
-	// FallbackLocal: start again with the cluster rules on local state. Nothing was counted yet.
-	undo(ops)
+	// FallbackLocal: the cluster ops run on local state, beside the early ones, which keep
+	// what they committed unless this pass blocks.
+	l.lock(now, ops, true)
+	blocked := l.eval(now, ops, true, opt)
+	if blocked {
+		undo(ops)
+		revert(now, ops)
+	}
+	l.finish(now, ops, !blocked, opt, st)
 	unlock(ops)
-	return l.local(now, ops, true, opt, st)
+	d := Decision{Allowed: !blocked}
+	decide(&d, ops, !blocked)
+	return d
+}
+
+// revert gives back what the early ops committed before their locks were released, in reverse
+// order, as far as it can be done without giving back more than was taken: other calls may
+// have used the values since. Requires the ops locked again.
+//
+//   - reject: the tokens are refunded, clamped to the bucket's capacity (tokens are
+//     interchangeable, so this is exact unless the bucket refilled to the brim meanwhile);
+//   - throttle: the slot is given back only if the value's state is still the one the
+//     reservation left, that is, if nothing was reserved after it; otherwise it stays taken;
+//   - concurrency: the lease acquired is removed if it is still held (a release or its expiry
+//     may have freed it already).
+//
+// A value evicted meanwhile took what it held with it: there is nothing to give back.
+func revert(now int64, ops []op) {
+	for i := len(ops) - 1; i >= 0; i-- {
+		o := &ops[i]
+		if o.sh == nil || !o.early || !o.applied {
+			continue
+		}
+		o.applied = false
+		if o.gone {
+			continue
+		}
+		s := &o.sh.at(o.slot).st
+		switch o.rs.kind {
+		case kindReject:
+			o.lim.refill(s, now)
+			o.lim.refund(s, o.hits)
+		case kindThrottle:
+			if *s == o.after {
+				*s = o.saved
+			}
+		case kindConcurrency:
+			o.sh.unlease(o.slot, now+o.rs.lease, o.hits, o.lid)
+		}
+	}
 }
 
 // remoteOp is o as the Remote takes it.
