@@ -2,15 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,71 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/extauthz/extauthz/internal/testpki"
 )
-
-// pki is a test CA and the certificates it signed.
-type pki struct {
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	caPEM  []byte
-	serial int64
-}
-
-func newPKI(t *testing.T, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pki{caCert: cert, caKey: key, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), serial: 1}
-}
-
-// issue signs a leaf certificate and returns its PEM cert and key.
-func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
 
 func writeBytes(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -108,17 +39,17 @@ func healthOver(t *testing.T, addr string, creds credentials.TransportCredential
 
 func TestBinaryTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newPKI(t, "extauthz test CA")
-	serverCert, serverKey := ca.issue(t, "extauthz", x509.ExtKeyUsageServerAuth)
-	clientCert, clientKey := ca.issue(t, "envoy", x509.ExtKeyUsageClientAuth)
-	other := newPKI(t, "another CA")
-	strangerCert, strangerKey := other.issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+	ca := testpki.New(t, "extauthz test CA")
+	serverCert, serverKey := ca.Issue(t, "extauthz", x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.Issue(t, "envoy", x509.ExtKeyUsageClientAuth)
+	other := testpki.New(t, "another CA")
+	strangerCert, strangerKey := other.Issue(t, "stranger", x509.ExtKeyUsageClientAuth)
 
-	caFile := writeBytes(t, dir, "ca.pem", ca.caPEM)
+	caFile := writeBytes(t, dir, "ca.pem", ca.PEM)
 	certFile := writeBytes(t, dir, "server.pem", serverCert)
 	keyFile := writeBytes(t, dir, "server.key", serverKey)
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.caPEM)
+	roots.AppendCertsFromPEM(ca.PEM)
 	clientPair, err := tls.X509KeyPair(clientCert, clientKey)
 	if err != nil {
 		t.Fatal(err)
@@ -196,8 +127,8 @@ func TestBinaryTLS(t *testing.T) {
 
 func TestServerTLSErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := newPKI(t, "ca")
-	cert, key := ca.issue(t, "s", x509.ExtKeyUsageServerAuth)
+	ca := testpki.New(t, "ca")
+	cert, key := ca.Issue(t, "s", x509.ExtKeyUsageServerAuth)
 	certFile := writeBytes(t, dir, "s.pem", cert)
 	keyFile := writeBytes(t, dir, "s.key", key)
 	notPEM := writeBytes(t, dir, "junk.pem", []byte("not a certificate"))
@@ -215,7 +146,7 @@ func TestServerTLSErrors(t *testing.T) {
 			t.Errorf("%s: serverTLS succeeded", tt.name)
 		}
 	}
-	tc, err := serverTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.caPEM)})
+	tc, err := serverTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)})
 	if err != nil {
 		t.Fatal(err)
 	}
