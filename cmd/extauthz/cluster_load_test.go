@@ -32,18 +32,7 @@ func TestBinaryClusterLoadTwoReplicas(t *testing.T) {
 param_flow:
   - {resource: "POST:/order", param: item_id, grade: qps, count: %d, burst: %d, duration: 1s, cluster: true}
 `, perSecond, burst))
-	cfg := writeFile(t, dir, "extauthz.yaml", `
-store:
-  redis:
-    addrs: ["`+srv.Addr()+`"]
-    timeout: 1s
-    fallback: deny
-`)
-	var procs []*proc
-	for range 2 {
-		procs = append(procs, start(t, "--config", cfg, "--rules", rules,
-			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"))
-	}
+	procs := startReplicas(t, dir, srv.Addr(), rules, 2)
 	var admitted, refused, failed atomic.Int64
 	var wg sync.WaitGroup
 	begin := time.Now()

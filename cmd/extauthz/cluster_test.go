@@ -28,18 +28,7 @@ param_flow:
     count: 1
     duration: 1h
 `)
-	cfg := writeFile(t, dir, "extauthz.yaml", `
-store:
-  redis:
-    addrs: ["`+srv.Addr()+`"]
-    timeout: 1s
-    fallback: deny
-`)
-	var replicas []*proc
-	for range 2 {
-		replicas = append(replicas, start(t, "--config", cfg, "--rules", rules,
-			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"))
-	}
+	replicas := startReplicas(t, dir, srv.Addr(), rules, 2)
 	a := rlsv3.NewRateLimitServiceClient(dial(t, replicas[0].grpcAddr))
 	b := rlsv3.NewRateLimitServiceClient(dial(t, replicas[1].grpcAddr))
 
@@ -86,4 +75,23 @@ func TestBinaryClusterRuleWithoutStore(t *testing.T) {
 	if out, _, err := runValidate(t, "--config", cfg, rules); err != nil {
 		t.Errorf("validate of a cluster rule with a store = %v\n%s", err, out)
 	}
+}
+
+// startReplicas starts n processes serving the rules file, sharing the Redis at redisAddr
+// (fallback deny, so that a test sees a Redis failure rather than a local answer).
+func startReplicas(t *testing.T, dir, redisAddr, rules string, n int) []*proc {
+	t.Helper()
+	cfg := writeFile(t, dir, "replicas.yaml", `
+store:
+  redis:
+    addrs: ["`+redisAddr+`"]
+    timeout: 1s
+    fallback: deny
+`)
+	var procs []*proc
+	for range n {
+		procs = append(procs, start(t, "--config", cfg, "--rules", rules,
+			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"))
+	}
+	return procs
 }
