@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,40 +93,46 @@ func benchService(b *testing.B, rules, redisAddr string) string {
 	}
 }
 
-// BenchmarkShouldRateLimitRedisVsMemory runs one service with the rule in memory and one with it
-// in Redis (a local redis-server), and the same gRPC client loop alternates between them, so
-// that both see the same machine load. It reports each mode's throughput and p99 latency and
-// their ratio.
-func BenchmarkShouldRateLimitRedisVsMemory(b *testing.B) {
+// benchModes starts one service with a rule in memory and one with the same rule in Redis (a
+// local redis-server), and returns a client of each (memory first) and requests to send.
+func benchModes(b *testing.B) ([2]rlsv3.RateLimitServiceClient, []*rlsv3.RateLimitRequest) {
 	srv := redistest.Start(b)
 	const rule = `param_flow:
   - {resource: "POST:/order", param: item_id, grade: qps, count: 1000000000, duration: 1s%s}
 `
-	addrs := []string{
+	addrs := [2]string{
 		benchService(b, fmt.Sprintf(rule, ""), ""),
 		benchService(b, fmt.Sprintf(rule, ", cluster: true"), srv.Addr()),
 	}
-	var clients []rlsv3.RateLimitServiceClient
-	for _, a := range addrs {
+	var clients [2]rlsv3.RateLimitServiceClient
+	for i, a := range addrs {
 		conn, err := grpcClient(a)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { conn.Close() })
-		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
+		clients[i] = rlsv3.NewRateLimitServiceClient(conn)
 	}
 	reqs := make([]*rlsv3.RateLimitRequest, 1000)
 	for i := range reqs {
 		reqs[i] = rlRequest("POST:/order", "item-"+strconv.Itoa(i))
 	}
-	ctx := context.Background()
 	for _, c := range clients { // warm up: connections, script loaded
 		for _, r := range reqs[:10] {
-			if _, err := c.ShouldRateLimit(ctx, r); err != nil {
+			if _, err := c.ShouldRateLimit(context.Background(), r); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+	return clients, reqs
+}
+
+// BenchmarkShouldRateLimitRedisVsMemory sends the same calls, one at a time, alternately to a
+// service with the rule in memory and to one with it in Redis, so that both see the same
+// machine load. It reports each mode's throughput and p99 latency and their ratio.
+func BenchmarkShouldRateLimitRedisVsMemory(b *testing.B) {
+	clients, reqs := benchModes(b)
+	ctx := context.Background()
 	lat := [2][]time.Duration{make([]time.Duration, 0, b.N/2+1), make([]time.Duration, 0, b.N/2+1)}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -138,16 +146,69 @@ func BenchmarkShouldRateLimitRedisVsMemory(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	var spent [2]time.Duration
+	for m := range lat {
+		for _, d := range lat[m] {
+			spent[m] += d
+		}
+	}
+	reportModes(b, lat, spent)
+}
+
+// BenchmarkShouldRateLimitRedisVsMemoryParallel is the same comparison under load: 32 clients
+// at once, in alternating batches to the in-memory and to the Redis service.
+func BenchmarkShouldRateLimitRedisVsMemoryParallel(b *testing.B) {
+	const workers, batch = 32, 2000
+	clients, reqs := benchModes(b)
+	var lat [2][]time.Duration
+	var spent [2]time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		for mode := range 2 {
+			var next atomic.Int64
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			begin := time.Now()
+			for range workers {
+				wg.Go(func() {
+					var mine []time.Duration
+					for {
+						i := int(next.Add(1)) - 1
+						if i >= n {
+							break
+						}
+						t := time.Now()
+						resp, err := clients[mode].ShouldRateLimit(context.Background(), reqs[(done+i)%len(reqs)])
+						mine = append(mine, time.Since(t))
+						if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+							b.Errorf("mode %d: %v %v", mode, resp.GetOverallCode(), err)
+							return
+						}
+					}
+					mu.Lock()
+					lat[mode] = append(lat[mode], mine...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			spent[mode] += time.Since(begin)
+		}
+	}
+	b.StopTimer()
+	reportModes(b, lat, spent)
+}
+
+// reportModes reports, per mode (memory, redis), the calls per second of time spent in that
+// mode, the p99 latency, and the throughput ratio.
+func reportModes(b *testing.B, lat [2][]time.Duration, spent [2]time.Duration) {
 	var rps, p99 [2]float64
 	for m := range lat {
-		if len(lat[m]) == 0 {
+		if len(lat[m]) == 0 || spent[m] <= 0 {
 			return
 		}
-		var sum time.Duration
-		for _, d := range lat[m] {
-			sum += d
-		}
-		rps[m] = float64(len(lat[m])) / sum.Seconds()
+		rps[m] = float64(len(lat[m])) / spent[m].Seconds()
 		slices.Sort(lat[m])
 		p99[m] = float64(lat[m][len(lat[m])*99/100].Microseconds())
 	}
