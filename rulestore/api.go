@@ -131,7 +131,14 @@ type Options struct {
 	// Debounce is how long Run waits after the last change event of a burst before it
 	// reloads; 0 means DefaultDebounce.
 	Debounce time.Duration
+	// Poll is how often Run also looks at the file's size, modification time and identity, and
+	// watches its directory again, in case change events were missed (a directory deleted and
+	// made again, a file system without inotify); 0 means DefaultPoll.
+	Poll time.Duration
 }
 
 // DefaultDebounce is the Debounce used when Options leaves it zero.
 const DefaultDebounce = 100 * time.Millisecond
+
+// DefaultPoll is the Poll used when Options leaves it zero.
+const DefaultPoll = 10 * time.Second

@@ -27,6 +27,11 @@ import (
 // is empty while rules read from it are in force, Run waits one more Debounce period before it
 // loads it; a file that stays empty is then loaded (an empty rule set). Writers that replace
 // the file by a rename never show a partial file.
+//
+// Every Options.Poll, Run also stats the file and reloads it when its size, modification time
+// or identity changed (or it appeared or vanished) since the last look, and adds the directory
+// watch again: events can be lost (a directory deleted and made again drops its watch; some
+// network and overlay file systems send none).
 func (s *Store) Run(ctx context.Context) error {
 	if s.opts.File == "" {
 		<-ctx.Done()
@@ -54,6 +59,13 @@ func (s *Store) Run(ctx context.Context) error {
 
 	timer := time.NewTimer(0) // the start-up reload
 	defer timer.Stop()
+	pollEvery := s.opts.Poll
+	if pollEvery <= 0 {
+		pollEvery = DefaultPoll
+	}
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	last := stampOf(path)
 	retried := false // the current empty file has been given one more debounce period
 	for {
 		select {
@@ -72,6 +84,12 @@ func (s *Store) Run(ctx context.Context) error {
 			}
 			// Events may have been lost (a queue overflow): look at the file again.
 			timer.Reset(debounce)
+		case <-poll.C:
+			_ = w.Add(dir) // a no-op while the watch holds; renews one the directory lost
+			if now := stampOf(path); !now.same(last) {
+				last = now
+				timer.Reset(debounce)
+			}
 		case <-timer.C:
 			if !retried && s.truncated() {
 				retried = true
@@ -83,6 +101,27 @@ func (s *Store) Run(ctx context.Context) error {
 			wt.follow()
 		}
 	}
+}
+
+// stamp is what a poll compares of the file: whether it exists, and its identity, size and
+// modification time.
+type stamp struct {
+	fi os.FileInfo // nil when the file could not be stat'ed
+}
+
+func stampOf(path string) stamp {
+	fi, err := os.Stat(path) // follows symlinks: a swapped target is a change
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{fi: fi}
+}
+
+func (a stamp) same(b stamp) bool {
+	if a.fi == nil || b.fi == nil {
+		return a.fi == nil && b.fi == nil
+	}
+	return os.SameFile(a.fi, b.fi) && a.fi.Size() == b.fi.Size() && a.fi.ModTime().Equal(b.fi.ModTime())
 }
 
 // truncated reports whether the file is empty while non-empty content from it is in force.

@@ -246,3 +246,62 @@ func TestRunWaitsOutATruncatedFile(t *testing.T) {
 		t.Errorf("%d rules after the file stayed empty, want 0", got)
 	}
 }
+
+// TestRunPollsWhenEventsAreLost: the rules directory is deleted and made again (its watch is
+// gone with it); the poll sees the new file and renews the watch, so later edits are seen too.
+func TestRunPollsWhenEventsAreLost(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rules")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "rules.yaml")
+	writeFile(t, path, orderRules(1, 1))
+	s, _ := newTestStore(t, Options{File: path, Poll: 50 * time.Millisecond})
+	runStore(t, s)
+	renameWrite(t, path, orderRules(2, 1))
+	waitVersion(t, s, 2) // Run is watching
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, orderRules(3, 1))
+	if got := firstCount(waitVersion(t, s, 3)); got != 3 {
+		t.Fatalf("count %d after the directory came back, want 3", got)
+	}
+	renameWrite(t, path, orderRules(4, 1))
+	if got := firstCount(waitVersion(t, s, 4)); got != 4 {
+		t.Fatalf("count %d after an edit in the new directory, want 4", got)
+	}
+}
+
+func TestStampSame(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	writeFile(t, a, "one")
+	writeFile(t, b, "one")
+	missing := stampOf(filepath.Join(dir, "missing"))
+	tests := []struct {
+		name string
+		x, y stamp
+		want bool
+	}{
+		{"same file", stampOf(a), stampOf(a), true},
+		{"both missing", missing, missing, true},
+		{"appeared", missing, stampOf(a), false},
+		{"vanished", stampOf(a), missing, false},
+		{"another file", stampOf(a), stampOf(b), false},
+	}
+	for _, tt := range tests {
+		if got := tt.x.same(tt.y); got != tt.want {
+			t.Errorf("%s: same = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	before := stampOf(a)
+	writeFile(t, a, "one, longer")
+	if before.same(stampOf(a)) {
+		t.Error("a file written again (new size) counts as the same")
+	}
+}
