@@ -114,7 +114,7 @@ func newService(cfg Config, log *zap.Logger) (*service, error) {
 	s.store = store
 	s.metrics.SetResources(resources(store.Current()))
 
-	opts, err := grpcOptions(cfg)
+	opts, err := grpcOptions(cfg, log.Named("tls"))
 	if err != nil {
 		s.close()
 		return nil, err

@@ -142,15 +142,19 @@ func TestServerTLSErrors(t *testing.T) {
 		{"client CA without PEM", TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: notPEM}},
 	}
 	for _, tt := range tests {
-		if _, err := serverTLS(tt.cfg); err == nil {
+		if _, err := serverTLS(tt.cfg, nil); err == nil {
 			t.Errorf("%s: serverTLS succeeded", tt.name)
 		}
 	}
-	tc, err := serverTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)})
+	tc, err := serverTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc.ClientAuth != tls.RequireAndVerifyClientCert || tc.ClientCAs == nil || tc.MinVersion != tls.VersionTLS12 {
-		t.Errorf("mTLS config = auth %v, CAs %v, min %x", tc.ClientAuth, tc.ClientCAs != nil, tc.MinVersion)
+	if tc.ClientAuth != tls.RequireAndVerifyClientCert || tc.MinVersion != tls.VersionTLS12 || tc.GetCertificate == nil {
+		t.Errorf("mTLS config = auth %v, min %x, GetCertificate set %v", tc.ClientAuth, tc.MinVersion, tc.GetCertificate != nil)
+	}
+	hs, err := tc.GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil || hs == nil || hs.ClientCAs == nil || hs.ClientAuth != tls.RequireAndVerifyClientCert || hs.MinVersion != tls.VersionTLS12 {
+		t.Errorf("handshake config = %+v, %v; want the client CA pool, verifying clients, TLS 1.2 at least", hs, err)
 	}
 }
