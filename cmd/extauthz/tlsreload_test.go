@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -282,4 +283,31 @@ func TestReloaderStartErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.wantErr)
 		}
 	}
+}
+
+// The handshake path: one atomic load and a clock read, no allocation, no lock.
+func BenchmarkReloaderHandshakePath(b *testing.B) {
+	dir := b.TempDir()
+	ca := testpki.New(b, "ca")
+	cert, key := ca.Issue(b, "s", x509.ExtKeyUsageServerAuth)
+	files := TLSConfig{ClientCAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "s.pem"), KeyFile: filepath.Join(dir, "s.key")}
+	for path, data := range map[string][]byte{files.ClientCAFile: ca.PEM, files.CertFile: cert, files.KeyFile: key} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r, err := newCertReloader(reloaderOptions{Files: files})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tc := r.serverConfig()
+	hello := &tls.ClientHelloInfo{}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if c, err := tc.GetConfigForClient(hello); c == nil || err != nil {
+				b.Fatal("no handshake config")
+			}
+		}
+	})
 }
