@@ -25,28 +25,7 @@ func benchLimiter(b *testing.B, capacity int) *Limiter {
 // BenchmarkCheckTracked checks values already tracked: the hot path.
 func BenchmarkCheckTracked(b *testing.B) {
 	l := benchLimiter(b, DefaultCapacity)
-	const n = 4096
-	entries := make([][]Entry, n)
-	for i := range entries {
-		entries[i] = []Entry{one("value-"+strconv.Itoa(i), 1)}
-		l.Check(context.Background(), t0, entries[i], CheckOptions{}, nil)
-	}
-	var seq atomic.Uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(seq.Add(1) * 997)
-		st := make([]Status, 1)
-		ctx := context.Background()
-		now := t0
-		for pb.Next() {
-			i++
-			now = now.Add(time.Microsecond)
-			if d := l.Check(ctx, now, entries[i%n], CheckOptions{}, st); !d.Allowed {
-				b.Fatal("blocked")
-			}
-		}
-	})
+	checkTracked(b, l)
 }
 
 // BenchmarkCheckNewValue checks values seen for the first time, below the capacity (no
@@ -187,6 +166,11 @@ func BenchmarkCheckCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkTracked(b, l)
+}
+
+// checkTracked checks 4096 values, tracked before the timer starts, from parallel goroutines.
+func checkTracked(b *testing.B, l *Limiter) {
 	const n = 4096
 	entries := make([][]Entry, n)
 	for i := range entries {
