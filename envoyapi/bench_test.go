@@ -65,13 +65,31 @@ func benchRig(b *testing.B) *rig {
 
 const benchValues = 1024
 
-func BenchmarkCheck(b *testing.B) {
+// benchChecks are benchValues check requests, one item each, from a white-listed origin.
+func benchChecks() []*authv3.CheckRequest {
 	reqs := make([]*authv3.CheckRequest, benchValues)
 	for i := range reqs {
 		reqs[i] = httpReq{method: "POST", path: "/order?item=" + strconv.Itoa(i), addr: "10.0.0.1",
 			headers: map[string]string{"x-origin": "checkout", "x-user-id": "u" + strconv.Itoa(i%7),
 				"user-agent": "bench", "accept": "*/*"}}.build()
 	}
+	return reqs
+}
+
+// benchLimits are benchValues rate-limit requests of two descriptors each (item and user).
+func benchLimits() []*rlsv3.RateLimitRequest {
+	reqs := make([]*rlsv3.RateLimitRequest, benchValues)
+	for i := range reqs {
+		reqs[i] = rlReq("bench",
+			desc("resource", "order", "origin", "checkout", "item", strconv.Itoa(i)),
+			desc("resource", "order", "origin", "checkout", "user", "u"+strconv.Itoa(i%7)),
+		)
+	}
+	return reqs
+}
+
+func BenchmarkCheck(b *testing.B) {
+	reqs := benchChecks()
 	run := func(b *testing.B, c authv3.AuthorizationClient) {
 		var n atomic.Uint64
 		b.ReportAllocs()
@@ -92,13 +110,7 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func BenchmarkShouldRateLimit(b *testing.B) {
-	reqs := make([]*rlsv3.RateLimitRequest, benchValues)
-	for i := range reqs {
-		reqs[i] = rlReq("bench",
-			desc("resource", "order", "origin", "checkout", "item", strconv.Itoa(i)),
-			desc("resource", "order", "origin", "checkout", "user", "u"+strconv.Itoa(i%7)),
-		)
-	}
+	reqs := benchLimits()
 	run := func(b *testing.B, c rlsv3.RateLimitServiceClient) {
 		var n atomic.Uint64
 		b.ReportAllocs()
@@ -150,16 +162,7 @@ func BenchmarkServerShouldRateLimit(b *testing.B) {
 func BenchmarkRatio(b *testing.B) {
 	noopConn := serve(b, registerNoop)
 	r := benchRig(b)
-	checks := make([]*authv3.CheckRequest, benchValues)
-	rls := make([]*rlsv3.RateLimitRequest, benchValues)
-	for i := range checks {
-		checks[i] = httpReq{method: "POST", path: "/order?item=" + strconv.Itoa(i), addr: "10.0.0.1",
-			headers: map[string]string{"x-origin": "checkout", "x-user-id": "u" + strconv.Itoa(i%7)}}.build()
-		rls[i] = rlReq("bench",
-			desc("resource", "order", "origin", "checkout", "item", strconv.Itoa(i)),
-			desc("resource", "order", "origin", "checkout", "user", "u"+strconv.Itoa(i%7)),
-		)
-	}
+	checks, rls := benchChecks(), benchLimits()
 	type pair struct {
 		name string
 		call func(ctx context.Context, i uint64, extauthz bool) error
