@@ -91,7 +91,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.logShadow(APIRateLimit, domain, set, hot, entries[d.Shadow.Entry].Origin, &d.Shadow)
 	}
 	resp := newResponse(n)
-	fillStatuses(resp, set, st)
+	fillStatuses(resp, s.ruleNames(set), st)
 	if !d.Allowed {
 		at := d.Block.Entry
 		if !validEntry(at, n) {
@@ -151,9 +151,10 @@ func newResponse(n int) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-// fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
+// fillStatuses sets current_limit (named from names, indexed by rule), limit_remaining and
+// duration_until_reset of every status
 // whose descriptor a rule applied to.
-func fillStatuses(resp *rlsv3.RateLimitResponse, set *rulestore.Set, st []hotparam.Status) {
+func fillStatuses(resp *rlsv3.RateLimitResponse, names []string, st []hotparam.Status) {
 	applied := 0
 	for i := range st {
 		if st[i].Rule >= 0 {
@@ -174,7 +175,9 @@ func fillStatuses(resp *rlsv3.RateLimitResponse, set *rulestore.Set, st []hotpar
 		l, du := &limits[j], &durs[j]
 		j++
 		l.RequestsPerUnit, l.Unit = currentLimit(s.Limit, s.Duration)
-		l.Name = ruleName(set, s.Rule)
+		if s.Rule < len(names) {
+			l.Name = names[s.Rule]
+		}
 		reset := max(s.ResetAfter, 0)
 		du.Seconds = int64(reset / 1e9)
 		du.Nanos = int32(reset % 1e9)
@@ -185,11 +188,26 @@ func fillStatuses(resp *rlsv3.RateLimitResponse, set *rulestore.Set, st []hotpar
 	}
 }
 
-// ruleName names a param-flow rule in current_limit: "param_flow[INDEX] RESOURCE PARAM".
-func ruleName(set *rulestore.Set, i int) string {
-	r, ok := paramRule(set, i)
-	if !ok {
-		return "param_flow[" + strconv.Itoa(i) + "]"
+// ruleNames returns the names of set's param-flow rules for current_limit, "param_flow[INDEX]
+// RESOURCE PARAM", made once per rule set rather than once per answer.
+func (s *Server) ruleNames(set *rulestore.Set) []string {
+	if c := s.names.Load(); c != nil && c.set == set {
+		return c.names
 	}
-	return "param_flow[" + strconv.Itoa(i) + "] " + r.Resource + " " + r.Param
+	var rs []hotparam.Rule
+	if set.ParamFlow != nil {
+		rs = set.ParamFlow.Rules()
+	}
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = "param_flow[" + strconv.Itoa(i) + "] " + r.Resource + " " + r.Param
+	}
+	s.names.Store(&nameCache{set: set, names: names})
+	return names
+}
+
+// nameCache is the rule names of one rule set.
+type nameCache struct {
+	set   *rulestore.Set
+	names []string
 }

@@ -31,6 +31,7 @@ package envoyapi
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -97,7 +98,8 @@ type Server struct {
 	now    func() time.Time
 	rec    Recorder
 	log    *zap.Logger
-	pool   sync.Pool // of *scratch
+	pool   sync.Pool                 // of *scratch
+	names  atomic.Pointer[nameCache] // current_limit names of the last rule set seen
 }
 
 var (
