@@ -49,6 +49,14 @@ type Rule struct {
 	Refund          bool             // QPS: Release entries give tokens back
 	Cluster         bool             // state kept in the shared store (Remote)
 	Shadow          bool             // evaluated and reported, never blocks
+	// Match, when not nil, limits only the values it matches; the others pass this rule
+	// untouched (no state is kept for them).
+	Match Matcher
+}
+
+// Matcher selects the values of a param that a rule limits. It must be safe for concurrent use.
+type Matcher interface {
+	Match(value string) bool
 }
 
 // Param is a request parameter and its values; a request passes a rule only if every value does.

@@ -71,6 +71,9 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
+					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
+						continue
+					}
 					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
 						release: e.Release, leaseID: leaseID, remote: isRemote})
 					if isRemote {

@@ -201,3 +201,28 @@ func TestNewRejectsBadRules(t *testing.T) {
 		}
 	}
 }
+
+type prefixMatcher string
+
+func (p prefixMatcher) Match(v string) bool { return len(v) >= len(p) && v[:len(p)] == string(p) }
+
+func TestMatchLimitsOnlyMatchingValues(t *testing.T) {
+	r := qps(1, time.Second)
+	r.Match = prefixMatcher("vip-")
+	l := mustNew(t, r)
+	steps := []struct {
+		e       Entry
+		allowed bool
+	}{
+		{multi("vip-1"), true},
+		{multi("vip-1"), false}, // matched: limited
+		{multi("guest"), true},
+		{multi("guest"), true}, // not matched: never limited
+		{multi("guest", "vip-1"), false},
+	}
+	for i, s := range steps {
+		if d, _ := check(l, t0, s.e); d.Allowed != s.allowed {
+			t.Fatalf("step %d: allowed %v, want %v", i, d.Allowed, s.allowed)
+		}
+	}
+}
