@@ -9,11 +9,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/extauthz/extauthz/internal/config"
 )
 
 // grpcOptions are the gRPC server's options from cfg: message size limit, keepalive and its
 // enforcement, and TLS (mTLS when a client CA is set) with certificate rotation logged to log.
-func grpcOptions(cfg Config, log *zap.Logger) ([]grpc.ServerOption, error) {
+func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error) {
 	ka := cfg.GRPC.Keepalive
 	pingAfter := ka.Time
 	if pingAfter == 0 {

@@ -7,10 +7,12 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/extauthz/extauthz/internal/config"
 )
 
 // newLogger builds the service logger, writing to w in cfg's format at cfg's level.
-func newLogger(cfg LogConfig, w io.Writer) (*zap.Logger, error) {
+func newLogger(cfg config.LogConfig, w io.Writer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
 		return nil, fmt.Errorf("log.level: %w", err)

@@ -5,24 +5,26 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/internal/config"
 )
 
 func TestNewLogger(t *testing.T) {
 	tests := []struct {
-		cfg     LogConfig
+		cfg     config.LogConfig
 		wantErr bool
 		check   func(out string) bool
 	}{
-		{LogConfig{Level: "info", Format: "json"}, false, func(out string) bool {
+		{config.LogConfig{Level: "info", Format: "json"}, false, func(out string) bool {
 			var m map[string]any
 			return json.Unmarshal([]byte(out), &m) == nil && m["msg"] == "hello" && m["k"] == "v"
 		}},
-		{LogConfig{Level: "info", Format: "console"}, false, func(out string) bool {
+		{config.LogConfig{Level: "info", Format: "console"}, false, func(out string) bool {
 			return strings.Contains(out, "\tINFO\thello") && !strings.HasPrefix(out, "{")
 		}},
-		{LogConfig{Level: "error", Format: "json"}, false, func(out string) bool { return out == "" }},
-		{LogConfig{Level: "loud", Format: "json"}, true, nil},
-		{LogConfig{Level: "info", Format: "xml"}, true, nil},
+		{config.LogConfig{Level: "error", Format: "json"}, false, func(out string) bool { return out == "" }},
+		{config.LogConfig{Level: "loud", Format: "json"}, true, nil},
+		{config.LogConfig{Level: "info", Format: "xml"}, true, nil},
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
@@ -43,7 +45,7 @@ func TestNewLogger(t *testing.T) {
 
 func TestSampledLogger(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(LogConfig{Level: "info", Format: "json"}, &buf)
+	log, err := newLogger(config.LogConfig{Level: "info", Format: "json"}, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
@@ -44,11 +45,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
-	cfg, err := loadConfig(fs, getenv)
+	cfg, err := config.Load(configSource(fs, getenv))
 	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	log, err := newLogger(cfg.Log, stderr)
@@ -69,7 +67,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 // service is the running process: the rules, the two servers and the watcher.
 type service struct {
-	cfg     Config
+	cfg     config.Config
 	log     *zap.Logger
 	metrics *metrics.Metrics
 	store   *rulestore.Store
@@ -82,7 +80,7 @@ type service struct {
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
 // store, the first load of the rules, the servers.
-func newService(cfg Config, log *zap.Logger) (*service, error) {
+func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	s := &service{cfg: cfg, log: log}
 	s.metrics = metrics.New(metrics.Options{RuleStats: s.ruleStats, BreakerOpen: s.breakerOpen})
 
@@ -99,7 +97,7 @@ func newService(cfg Config, log *zap.Logger) (*service, error) {
 
 	store, err := rulestore.New(rulestore.Options{
 		File:     cfg.RulesFile,
-		Optional: cfg.rulesOptional,
+		Optional: cfg.RulesOptional,
 		Parse: rulestore.ParseOptions{
 			ParamNames:     cfg.ParamNames,
 			ClusterEnabled: rem != nil,
@@ -324,7 +322,7 @@ func resources(set *rulestore.Set) []string {
 }
 
 // logSettings logs the settings the service starts with (never the Redis password).
-func logSettings(log *zap.Logger, cfg Config) {
+func logSettings(log *zap.Logger, cfg config.Config) {
 	store := "memory"
 	if cfg.Store.Redis.Enabled() {
 		store = "redis"
@@ -333,7 +331,7 @@ func logSettings(log *zap.Logger, cfg Config) {
 		zap.String("grpc_addr", cfg.GRPCAddr),
 		zap.String("admin_addr", cfg.AdminAddr),
 		zap.String("rules_file", cfg.RulesFile),
-		zap.Bool("rules_optional", cfg.rulesOptional),
+		zap.Bool("rules_optional", cfg.RulesOptional),
 		zap.String("log_level", cfg.Log.Level),
 		zap.Bool("tls", cfg.TLS.Enabled()),
 		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -13,22 +14,11 @@ import (
 //
 // This is the one place the Redis store is wired in: the Limiter gets it through
 // limiterOptions, the service runs its Run loop (breaker probes) and closes it on exit.
-func newRemote(cfg RedisConfig, m *metrics.Metrics) (*redisstore.Store, error) {
+func newRemote(cfg config.RedisConfig, m *metrics.Metrics) (*redisstore.Store, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
-	return redisstore.NewWithOptions(redisstore.Config{
-		Addrs:           cfg.Addrs,
-		Mode:            cfg.Mode,
-		Username:        cfg.Username,
-		Password:        cfg.Password,
-		TLS:             cfg.TLS,
-		CAFile:          cfg.CAFile,
-		Timeout:         cfg.Timeout,
-		Prefix:          cfg.Prefix,
-		BreakerFailures: cfg.BreakerFailures,
-		BreakerCooldown: cfg.BreakerCooldown,
-	}, redisstore.Options{Observe: m.RedisCall})
+	return redisstore.NewWithOptions(cfg.Config, redisstore.Options{Observe: m.RedisCall})
 }
 
 // runRemote runs the store's background loop until ctx ends; a nil store has none.
@@ -41,7 +31,7 @@ func runRemote(ctx context.Context, rem *redisstore.Store) error {
 
 // limiterOptions are the hot-param options: the shared store, its fallback policy, and the
 // fallbacks counted into m under the policy's name.
-func limiterOptions(cfg RedisConfig, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
+func limiterOptions(cfg config.RedisConfig, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
 	opts := hotparam.Options{Replicas: cfg.Replicas}
 	policy := cfg.Fallback
 	switch policy {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/extauthz/extauthz/internal/config"
 )
 
 // tlsCheckInterval is how long the listener goes, at most, without looking at the certificate
@@ -29,7 +31,7 @@ const maxPEMFile = 1 << 20
 // ClientCAFile is set, client certificates required and verified against that CA. The files
 // are watched for rotation; log receives the reloads and the failures. A pair that does not
 // load is an error, as is a client CA file without a certificate.
-func serverTLS(cfg TLSConfig, log *zap.Logger) (*tls.Config, error) {
+func serverTLS(cfg config.TLSConfig, log *zap.Logger) (*tls.Config, error) {
 	r, err := newCertReloader(reloaderOptions{Files: cfg, Log: log})
 	if err != nil {
 		return nil, err
@@ -39,7 +41,7 @@ func serverTLS(cfg TLSConfig, log *zap.Logger) (*tls.Config, error) {
 
 // reloaderOptions configure a certReloader.
 type reloaderOptions struct {
-	Files    TLSConfig
+	Files    config.TLSConfig
 	Interval time.Duration    // minimum time between two looks at the files; 0 is tlsCheckInterval
 	Now      func() time.Time // the clock of the handshake path; nil is time.Now
 	Log      *zap.Logger      // nil logs nothing
@@ -58,7 +60,7 @@ type reloaderOptions struct {
 // every few seconds sees all of them, needs no goroutine living beside the server, and costs a
 // handshake only an atomic load: no handshake ever waits for a file or a parse.
 type certReloader struct {
-	files    TLSConfig
+	files    config.TLSConfig
 	interval time.Duration
 	now      func() time.Time
 	log      *zap.Logger
@@ -223,7 +225,7 @@ func (r *certReloader) stat() fileStamps {
 }
 
 // loadTLS reads and checks one set from files.
-func loadTLS(files TLSConfig) (*tlsState, error) {
+func loadTLS(files config.TLSConfig) (*tlsState, error) {
 	certPEM, err := readPEMFile(files.CertFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: cannot load cert_file/key_file: %w", err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
@@ -134,19 +135,19 @@ func TestServerTLSErrors(t *testing.T) {
 	notPEM := writeBytes(t, dir, "junk.pem", []byte("not a certificate"))
 	tests := []struct {
 		name string
-		cfg  TLSConfig
+		cfg  config.TLSConfig
 	}{
-		{"missing cert", TLSConfig{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: keyFile}},
-		{"key is not a key", TLSConfig{CertFile: certFile, KeyFile: notPEM}},
-		{"missing client CA", TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: filepath.Join(dir, "nope.pem")}},
-		{"client CA without PEM", TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: notPEM}},
+		{"missing cert", config.TLSConfig{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: keyFile}},
+		{"key is not a key", config.TLSConfig{CertFile: certFile, KeyFile: notPEM}},
+		{"missing client CA", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: filepath.Join(dir, "nope.pem")}},
+		{"client CA without PEM", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: notPEM}},
 	}
 	for _, tt := range tests {
 		if _, err := serverTLS(tt.cfg, nil); err == nil {
 			t.Errorf("%s: serverTLS succeeded", tt.name)
 		}
 	}
-	tc, err := serverTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)}, nil)
+	tc, err := serverTLS(config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

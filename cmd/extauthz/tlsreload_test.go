@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
@@ -72,7 +73,7 @@ func TestReloaderClaimOncePerInterval(t *testing.T) {
 	a := issuePair(t, ca, "a", x509.ExtKeyUsageServerAuth)
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	r, err := newCertReloader(reloaderOptions{
-		Files:    TLSConfig{CertFile: writeBytes(t, dir, "c.pem", a.cert), KeyFile: writeBytes(t, dir, "c.key", a.key)},
+		Files:    config.TLSConfig{CertFile: writeBytes(t, dir, "c.pem", a.cert), KeyFile: writeBytes(t, dir, "c.key", a.key)},
 		Interval: 5 * time.Second,
 		Now:      func() time.Time { return t0 },
 	})
@@ -116,7 +117,7 @@ func TestReloaderCheck(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	t0 := a.leaf.NotBefore.Add(time.Minute)
 	r, err := newCertReloader(reloaderOptions{
-		Files: TLSConfig{CertFile: certFile, KeyFile: keyFile},
+		Files: config.TLSConfig{CertFile: certFile, KeyFile: keyFile},
 		Now:   func() time.Time { return t0 },
 		Log:   zap.New(core),
 	})
@@ -212,7 +213,7 @@ func TestReloaderClientCA(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	t0 := s.leaf.NotBefore.Add(time.Minute)
 	r, err := newCertReloader(reloaderOptions{
-		Files: TLSConfig{CertFile: writeBytes(t, dir, "s.pem", s.cert), KeyFile: writeBytes(t, dir, "s.key", s.key), ClientCAFile: caFile},
+		Files: config.TLSConfig{CertFile: writeBytes(t, dir, "s.pem", s.cert), KeyFile: writeBytes(t, dir, "s.key", s.key), ClientCAFile: caFile},
 		Log:   zap.New(core),
 	})
 	if err != nil {
@@ -269,13 +270,13 @@ func TestReloaderStartErrors(t *testing.T) {
 	huge := writeBytes(t, dir, "huge.pem", []byte(strings.Repeat(string(a.cert), maxPEMFile/len(a.cert)+1)))
 	tests := []struct {
 		name    string
-		files   TLSConfig
+		files   config.TLSConfig
 		wantErr string
 	}{
-		{"mismatched key", TLSConfig{CertFile: certFile, KeyFile: writeBytes(t, dir, "b.key", b.key)}, "private key does not match"},
-		{"truncated certificate", TLSConfig{CertFile: writeBytes(t, dir, "half.pem", a.cert[:len(a.cert)/2]), KeyFile: keyFile}, "cert_file"},
-		{"oversized certificate", TLSConfig{CertFile: huge, KeyFile: keyFile}, "larger than 1 MiB"},
-		{"oversized client CA", TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: huge}, "tls.client_ca_file"},
+		{"mismatched key", config.TLSConfig{CertFile: certFile, KeyFile: writeBytes(t, dir, "b.key", b.key)}, "private key does not match"},
+		{"truncated certificate", config.TLSConfig{CertFile: writeBytes(t, dir, "half.pem", a.cert[:len(a.cert)/2]), KeyFile: keyFile}, "cert_file"},
+		{"oversized certificate", config.TLSConfig{CertFile: huge, KeyFile: keyFile}, "larger than 1 MiB"},
+		{"oversized client CA", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: huge}, "tls.client_ca_file"},
 	}
 	for _, tt := range tests {
 		_, err := newCertReloader(reloaderOptions{Files: tt.files})
@@ -290,7 +291,7 @@ func BenchmarkReloaderHandshakePath(b *testing.B) {
 	dir := b.TempDir()
 	ca := testpki.New(b, "ca")
 	cert, key := ca.Issue(b, "s", x509.ExtKeyUsageServerAuth)
-	files := TLSConfig{ClientCAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "s.pem"), KeyFile: filepath.Join(dir, "s.key")}
+	files := config.TLSConfig{ClientCAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "s.pem"), KeyFile: filepath.Join(dir, "s.key")}
 	for path, data := range map[string][]byte{files.ClientCAFile: ca.PEM, files.CertFile: cert, files.KeyFile: key} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
@@ -164,7 +165,7 @@ func TestTLSRotation(t *testing.T) {
 			certFile, keyFile := rot.install(t, dir, a)
 			core, logs := observer.New(zapcore.InfoLevel)
 			r, err := newCertReloader(reloaderOptions{
-				Files:    TLSConfig{CertFile: certFile, KeyFile: keyFile},
+				Files:    config.TLSConfig{CertFile: certFile, KeyFile: keyFile},
 				Interval: testCheckInterval,
 				Log:      zap.New(core),
 			})
@@ -224,7 +225,7 @@ func TestTLSClientCARotation(t *testing.T) {
 	oldClient, newClient := clientPair(oldCA), clientPair(newCA)
 	caFile := writeBytes(t, dir, "ca.pem", oldCA.PEM)
 	r, err := newCertReloader(reloaderOptions{
-		Files: TLSConfig{
+		Files: config.TLSConfig{
 			CertFile:     writeBytes(t, dir, "tls.crt", s1.cert),
 			KeyFile:      writeBytes(t, dir, "tls.key", s1.key),
 			ClientCAFile: caFile,

@@ -1,0 +1,250 @@
+// Package config is the service configuration: one struct composed of the libraries' own
+// config types, its defaults, its loading from a YAML file, EXTAUTHZ_* environment variables
+// and command-line overrides, and its validation.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/redisstore"
+)
+
+// DefaultRulesFile is read when present and no rules file is configured.
+const DefaultRulesFile = "rules.yaml"
+
+// Config is the whole service configuration. Its keys are the json names of its fields (or,
+// for a field without one, the field name in snake case: CAFile is ca_file), joined with dots;
+// each key's environment variable is EXTAUTHZ_ and the key upper-cased with dots as
+// underscores (see Keys). The zero value is not usable: start from Default or Load.
+type Config struct {
+	GRPCAddr  string `json:"grpc_addr"`
+	AdminAddr string `json:"admin_addr"`
+	// RulesFile is the rules file, watched and reloaded on change; "" means no rules.
+	RulesFile string `json:"rules_file"`
+	// RulesOptional is set by Load when RulesFile is the built-in default, which nobody named:
+	// a missing file then means an empty rule set rather than an error.
+	RulesOptional bool       `json:"-"`
+	Log           LogConfig  `json:"log"`
+	TLS           TLSConfig  `json:"tls"`
+	GRPC          GRPCConfig `json:"grpc"`
+	// ShutdownGrace is how long in-flight calls get to finish on shutdown.
+	ShutdownGrace time.Duration `json:"shutdown_grace"`
+	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
+	// ratelimit) sit at the top level.
+	Mapping descriptors.Config `json:",inline"`
+	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
+	ParamNames []string    `json:"param_names"`
+	Store      StoreConfig `json:"store"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Level  string `json:"level"`  // debug | info | warn | error
+	Format string `json:"format"` // json | console
+}
+
+// TLSConfig configures TLS on the gRPC listener; ClientCAFile turns on mTLS.
+type TLSConfig struct {
+	CertFile     string `json:"cert_file"`
+	KeyFile      string `json:"key_file"`
+	ClientCAFile string `json:"client_ca_file"`
+}
+
+// Enabled reports whether the gRPC listener serves TLS.
+func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+
+// GRPCConfig tunes the gRPC server.
+type GRPCConfig struct {
+	// MaxRecvMsgSize is the largest request, in bytes.
+	MaxRecvMsgSize int             `json:"max_recv_msg_size"`
+	Keepalive      KeepaliveConfig `json:"keepalive"`
+}
+
+// KeepaliveConfig is the server's keepalive pings and its enforcement on clients.
+type KeepaliveConfig struct {
+	Time    time.Duration `json:"time"`     // ping a client idle this long; 0 means never
+	Timeout time.Duration `json:"timeout"`  // close a connection whose ping is unanswered this long
+	MinTime time.Duration `json:"min_time"` // shortest ping interval allowed to clients
+}
+
+// StoreConfig selects where the state of cluster rules lives; without Redis addresses it is
+// in memory.
+type StoreConfig struct {
+	Redis RedisConfig `json:"redis"`
+}
+
+// RedisConfig is the shared store of `cluster: true` rules: the Redis store's own Config (its
+// keys sit in this section) and what the rules do while Redis fails.
+type RedisConfig struct {
+	redisstore.Config `json:",inline"`
+	// Fallback is what cluster rules do while Redis fails: local, allow or deny.
+	Fallback string `json:"fallback"`
+	// Replicas divides the counts of cluster rules enforced locally while Redis is down.
+	Replicas int `json:"replicas"`
+}
+
+// Enabled reports whether a Redis store is configured.
+func (c RedisConfig) Enabled() bool { return len(c.Addrs) > 0 }
+
+// Default is the built-in configuration: gRPC on :9001, admin HTTP on loopback, no rules file
+// named (Load then picks DefaultRulesFile when present), in-memory state.
+func Default() Config {
+	return Config{
+		GRPCAddr:  ":9001",
+		AdminAddr: "127.0.0.1:9002",
+		Log:       LogConfig{Level: "info", Format: "json"},
+		GRPC: GRPCConfig{
+			MaxRecvMsgSize: 4 << 20,
+			Keepalive:      KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
+		},
+		ShutdownGrace: 15 * time.Second,
+		Mapping: descriptors.Config{
+			Authz: descriptors.AuthzConfig{Resource: descriptors.DefaultResource},
+			RateLimit: descriptors.RateLimitConfig{
+				ResourceKey: descriptors.DefaultResourceKey,
+				OriginKey:   descriptors.DefaultOriginKey,
+				LeaseKey:    descriptors.DefaultLeaseKey,
+			},
+		},
+		ParamNames: []string{},
+		Store: StoreConfig{Redis: RedisConfig{
+			Config: redisstore.Config{
+				Addrs:           []string{},
+				Mode:            redisstore.ModeStandalone,
+				Timeout:         redisstore.DefaultTimeout,
+				Prefix:          redisstore.DefaultPrefix,
+				BreakerFailures: redisstore.DefaultBreakerFailures,
+				BreakerCooldown: redisstore.DefaultBreakerCooldown,
+			},
+			Fallback: "local",
+			Replicas: 1,
+		}},
+	}
+}
+
+// Validate checks every setting, each library its own section, and returns Errors naming
+// every bad one, or nil.
+func (c *Config) Validate() error {
+	var errs Errors
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	checkAddr := func(field, addr string) {
+		if addr == "" {
+			add(field, "must not be empty")
+			return
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil {
+			add(field, "must be host:port, not %q", addr)
+		} else if port == "" {
+			add(field, "missing port in %q", addr)
+		}
+	}
+	checkAddr("grpc_addr", c.GRPCAddr)
+	checkAddr("admin_addr", c.AdminAddr)
+
+	oneOf := func(field, value string, allowed ...string) {
+		for _, a := range allowed {
+			if value == a {
+				return
+			}
+		}
+		add(field, "must be %s, not %q%s", orList(allowed), value, suggest(value, allowed))
+	}
+	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf("log.format", c.Log.Format, "json", "console")
+
+	if c.TLS.Enabled() {
+		if c.TLS.CertFile == "" {
+			add("tls.cert_file", "required with tls.key_file")
+		}
+		if c.TLS.KeyFile == "" {
+			add("tls.key_file", "required with tls.cert_file")
+		}
+	} else if c.TLS.ClientCAFile != "" {
+		add("tls.client_ca_file", "requires tls.cert_file and tls.key_file")
+	}
+
+	if c.GRPC.MaxRecvMsgSize <= 0 {
+		add("grpc.max_recv_msg_size", "must be > 0 bytes, not %d", c.GRPC.MaxRecvMsgSize)
+	}
+	if c.GRPC.Keepalive.Time < 0 {
+		add("grpc.keepalive.time", "must not be negative, not %v", c.GRPC.Keepalive.Time)
+	}
+	if c.GRPC.Keepalive.Timeout <= 0 {
+		add("grpc.keepalive.timeout", "must be > 0, not %v", c.GRPC.Keepalive.Timeout)
+	}
+	if c.GRPC.Keepalive.MinTime < 0 {
+		add("grpc.keepalive.min_time", "must not be negative, not %v", c.GRPC.Keepalive.MinTime)
+	}
+	if c.ShutdownGrace <= 0 {
+		add("shutdown_grace", "must be > 0, not %v", c.ShutdownGrace)
+	}
+
+	// The mapping validates itself: descriptors.New reports every problem, each by field.
+	if _, err := descriptors.New(c.Mapping); err != nil {
+		for _, e := range leaves(err) {
+			var ce *descriptors.ConfigError
+			if errors.As(e, &ce) {
+				add(ce.Field, "%s", ce.Reason)
+			} else {
+				add("authz", "%v", e)
+			}
+		}
+	}
+
+	for i, name := range c.ParamNames {
+		if strings.TrimSpace(name) == "" {
+			add(fmt.Sprintf("param_names[%d]", i), "must not be empty")
+		}
+	}
+
+	r := c.Store.Redis
+	oneOf("store.redis.fallback", r.Fallback, "local", "allow", "deny")
+	if r.Replicas < 0 {
+		add("store.redis.replicas", "must not be negative, not %d", r.Replicas)
+	}
+	if r.Enabled() {
+		// The Redis store validates its own section.
+		if err := r.Config.Validate(); err != nil {
+			var ce *redisstore.ConfigError
+			if errors.As(err, &ce) {
+				add("store.redis."+ce.Field, "%v", ce.Err)
+			} else {
+				add("store.redis", "%v", err)
+			}
+		}
+	} else if r.Username != "" || r.Password != "" || r.TLS || r.CAFile != "" {
+		add("store.redis.addrs", "required when other store.redis connection settings are set")
+	}
+
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+// leaves flattens errors.Join trees into their single errors.
+func leaves(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// orList words a list of choices: "a, b or c".
+func orList(choices []string) string {
+	if len(choices) == 1 {
+		return choices[0]
+	}
+	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+}
