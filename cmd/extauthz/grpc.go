@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/tlsreload"
 )
 
 // grpcOptions are the gRPC server's options from cfg: message size limit, keepalive and its
@@ -31,11 +32,11 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error
 		}),
 	}
 	if cfg.TLS.Enabled() {
-		tc, err := serverTLS(cfg.TLS, log)
+		r, err := tlsreload.New(tlsreload.Options{Files: cfg.TLS, Log: log})
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(r.ServerConfig())))
 	}
 	return opts, nil
 }

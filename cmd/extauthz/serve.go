@@ -265,7 +265,7 @@ func (s *service) setHealth(status healthpb.HealthCheckResponse_ServingStatus) {
 
 // ready reports whether the rules are loaded and the gRPC server serves.
 func (s *service) ready() bool {
-	return s.serving.Load() && s.store != nil
+	return s.serving.Load()
 }
 
 // onLoad logs and counts every load of the rules file.
@@ -287,9 +287,6 @@ func (s *service) onLoad(e rulestore.Event) {
 
 // ruleStats reads the hot-param counters for the metrics.
 func (s *service) ruleStats() ([]hotparam.Rule, []hotparam.RuleStats) {
-	if s.store == nil {
-		return nil, nil
-	}
 	lim := s.store.Current().ParamFlow
 	if lim == nil {
 		return nil, nil

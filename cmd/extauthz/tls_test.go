@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
@@ -124,38 +123,4 @@ func TestBinaryTLS(t *testing.T) {
 			t.Errorf("exit code = %d, want 0", code)
 		}
 	})
-}
-
-func TestServerTLSErrors(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.New(t, "ca")
-	cert, key := ca.Issue(t, "s", x509.ExtKeyUsageServerAuth)
-	certFile := writeBytes(t, dir, "s.pem", cert)
-	keyFile := writeBytes(t, dir, "s.key", key)
-	notPEM := writeBytes(t, dir, "junk.pem", []byte("not a certificate"))
-	tests := []struct {
-		name string
-		cfg  config.TLSConfig
-	}{
-		{"missing cert", config.TLSConfig{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: keyFile}},
-		{"key is not a key", config.TLSConfig{CertFile: certFile, KeyFile: notPEM}},
-		{"missing client CA", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: filepath.Join(dir, "nope.pem")}},
-		{"client CA without PEM", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: notPEM}},
-	}
-	for _, tt := range tests {
-		if _, err := serverTLS(tt.cfg, nil); err == nil {
-			t.Errorf("%s: serverTLS succeeded", tt.name)
-		}
-	}
-	tc, err := serverTLS(config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tc.ClientAuth != tls.RequireAndVerifyClientCert || tc.MinVersion != tls.VersionTLS12 || tc.GetCertificate == nil {
-		t.Errorf("mTLS config = auth %v, min %x, GetCertificate set %v", tc.ClientAuth, tc.MinVersion, tc.GetCertificate != nil)
-	}
-	hs, err := tc.GetConfigForClient(&tls.ClientHelloInfo{})
-	if err != nil || hs == nil || hs.ClientCAs == nil || hs.ClientAuth != tls.RequireAndVerifyClientCert || hs.MinVersion != tls.VersionTLS12 {
-		t.Errorf("handshake config = %+v, %v; want the client CA pool, verifying clients, TLS 1.2 at least", hs, err)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -28,10 +29,10 @@ type Config struct {
 	RulesFile string `json:"rules_file"`
 	// RulesOptional is set by Load when RulesFile is the built-in default, which nobody named:
 	// a missing file then means an empty rule set rather than an error.
-	RulesOptional bool       `json:"-"`
-	Log           LogConfig  `json:"log"`
-	TLS           TLSConfig  `json:"tls"`
-	GRPC          GRPCConfig `json:"grpc"`
+	RulesOptional bool             `json:"-"`
+	Log           LogConfig        `json:"log"`
+	TLS           tlsreload.Config `json:"tls"`
+	GRPC          GRPCConfig       `json:"grpc"`
 	// ShutdownGrace is how long in-flight calls get to finish on shutdown.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
@@ -47,16 +48,6 @@ type LogConfig struct {
 	Level  string `json:"level"`  // debug | info | warn | error
 	Format string `json:"format"` // json | console
 }
-
-// TLSConfig configures TLS on the gRPC listener; ClientCAFile turns on mTLS.
-type TLSConfig struct {
-	CertFile     string `json:"cert_file"`
-	KeyFile      string `json:"key_file"`
-	ClientCAFile string `json:"client_ca_file"`
-}
-
-// Enabled reports whether the gRPC listener serves TLS.
-func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
 
 // GRPCConfig tunes the gRPC server.
 type GRPCConfig struct {
@@ -159,15 +150,12 @@ func (c *Config) Validate() error {
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "json", "console")
 
-	if c.TLS.Enabled() {
-		if c.TLS.CertFile == "" {
-			add("tls.cert_file", "required with tls.key_file")
+	// The TLS files validate themselves.
+	for _, e := range leaves(c.TLS.Validate()) {
+		var te *tlsreload.ConfigError
+		if errors.As(e, &te) {
+			add("tls."+te.Field, "%s", te.Reason)
 		}
-		if c.TLS.KeyFile == "" {
-			add("tls.key_file", "required with tls.cert_file")
-		}
-	} else if c.TLS.ClientCAFile != "" {
-		add("tls.client_ca_file", "requires tls.cert_file and tls.key_file")
 	}
 
 	if c.GRPC.MaxRecvMsgSize <= 0 {
@@ -229,8 +217,11 @@ func (c *Config) Validate() error {
 	return errs
 }
 
-// leaves flattens errors.Join trees into their single errors.
+// leaves flattens errors.Join trees into their single errors; nil has none.
 func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
 		for _, e := range j.Unwrap() {

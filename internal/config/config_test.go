@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -385,7 +386,7 @@ func TestValidate(t *testing.T) {
 			c.Log.Level = "x"
 			c.Store.Redis.Fallback = "x"
 		}, []string{"grpc_addr", "log.level", "store.redis.fallback"}},
-		{"valid tls", func(c *Config) { c.TLS = TLSConfig{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"} }, nil},
+		{"valid tls", func(c *Config) { c.TLS = tlsreload.Config{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"} }, nil},
 		{"valid cluster", func(c *Config) {
 			c.Store.Redis.Mode = "cluster"
 			c.Store.Redis.Addrs = []string{"a:1", "b:2"}

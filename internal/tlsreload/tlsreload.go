@@ -1,7 +1,6 @@
-package main
-
-// TLS on the gRPC listener, with the certificate, its key and the client CA reloaded when their
-// files change, so that a rotated certificate is served without a restart.
+// Package tlsreload serves a TLS listener's certificate, key and client CA from files, reloaded
+// when the files change, so that a rotated certificate is served without a restart.
+package tlsreload
 
 import (
 	"bytes"
@@ -16,38 +15,61 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/extauthz/extauthz/internal/config"
 )
 
-// tlsCheckInterval is how long the listener goes, at most, without looking at the certificate
+// DefaultInterval is how long a listener goes, at most, without looking at the certificate
 // files again; a rotated certificate is served from the first handshake after the next look.
-const tlsCheckInterval = 5 * time.Second
+const DefaultInterval = 5 * time.Second
 
 // maxPEMFile bounds what is read of one certificate, key or CA file.
 const maxPEMFile = 1 << 20
 
-// serverTLS is the listener's TLS configuration for cfg: the certificate and key, and, when
-// ClientCAFile is set, client certificates required and verified against that CA. The files
-// are watched for rotation; log receives the reloads and the failures. A pair that does not
-// load is an error, as is a client CA file without a certificate.
-func serverTLS(cfg config.TLSConfig, log *zap.Logger) (*tls.Config, error) {
-	r, err := newCertReloader(reloaderOptions{Files: cfg, Log: log})
-	if err != nil {
-		return nil, err
+// Config names the files of a TLS listener. The zero value is no TLS.
+type Config struct {
+	CertFile string // PEM certificate (chain) the listener presents
+	KeyFile  string // PEM private key of CertFile
+	// ClientCAFile is a PEM bundle of the CAs that sign client certificates; set, the listener
+	// requires and verifies a client certificate (mTLS). "" means no client certificates.
+	ClientCAFile string
+}
+
+// Enabled reports whether the listener serves TLS.
+func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+
+// ConfigError is one problem of a Config, addressed by its field ("cert_file").
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "tls: " + e.Field + ": " + e.Reason }
+
+// Validate reports every missing companion file of c (a certificate without its key, a key
+// without its certificate, a client CA without either), each a *ConfigError, joined.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Enabled() {
+		if c.CertFile == "" {
+			errs = append(errs, &ConfigError{"cert_file", "required with key_file"})
+		}
+		if c.KeyFile == "" {
+			errs = append(errs, &ConfigError{"key_file", "required with cert_file"})
+		}
+	} else if c.ClientCAFile != "" {
+		errs = append(errs, &ConfigError{"client_ca_file", "requires cert_file and key_file"})
 	}
-	return r.serverConfig(), nil
+	return errors.Join(errs...)
 }
 
-// reloaderOptions configure a certReloader.
-type reloaderOptions struct {
-	Files    config.TLSConfig
-	Interval time.Duration    // minimum time between two looks at the files; 0 is tlsCheckInterval
+// Options configure a Reloader.
+type Options struct {
+	Files    Config
+	Interval time.Duration    // minimum time between two looks at the files; 0 is DefaultInterval
 	Now      func() time.Time // the clock of the handshake path; nil is time.Now
-	Log      *zap.Logger      // nil logs nothing
+	Log      *zap.Logger      // reloads and failures; nil logs nothing
 }
 
-// certReloader serves the current certificate and client CA pool of a listener and replaces
+// Reloader serves the current certificate and client CA pool of a listener and replaces
 // them when their files change. It is safe for concurrent use.
 //
 // How a change is noticed: a handshake that finds Interval elapsed since the last look starts
@@ -59,13 +81,13 @@ type reloaderOptions struct {
 // place (one event per write, the first while the file is half written). A stat of three files
 // every few seconds sees all of them, needs no goroutine living beside the server, and costs a
 // handshake only an atomic load: no handshake ever waits for a file or a parse.
-type certReloader struct {
-	files    config.TLSConfig
+type Reloader struct {
+	files    Config
 	interval time.Duration
 	now      func() time.Time
 	log      *zap.Logger
 
-	state atomic.Pointer[tlsState] // the set in force; never nil after newCertReloader
+	state atomic.Pointer[tlsState] // the set in force; never nil after New
 	next  atomic.Int64             // Unix nanoseconds before which no look starts
 	busy  atomic.Bool              // a look is running
 
@@ -81,21 +103,25 @@ type tlsState struct {
 	raw    [3][]byte      // the certificate, key and CA files' bytes
 }
 
-// fileStamp is what a stat of one file says; a stamp is comparable.
+// fileStamp is what a stat of one file says; a stamp is comparable. The file's identity
+// (device and inode) is part of it: file systems stamp times coarsely, so a file renamed over
+// another, or a symlink swapped to one, of the same size can carry the same modification time.
 type fileStamp struct {
 	modNanos int64
 	size     int64
+	id       fileID
 	err      string // the stat error; "" when the file is there
 }
 
 // fileStamps are the stamps of the certificate, key and client CA files.
 type fileStamps [3]fileStamp
 
-// newCertReloader loads the files in o once; an error there is the start-up error.
-func newCertReloader(o reloaderOptions) (*certReloader, error) {
-	r := &certReloader{files: o.Files, interval: o.Interval, now: o.Now, log: o.Log}
+// New loads the files of o once (an error there is the start-up error) and returns the
+// Reloader serving them.
+func New(o Options) (*Reloader, error) {
+	r := &Reloader{files: o.Files, interval: o.Interval, now: o.Now, log: o.Log}
 	if r.interval <= 0 {
-		r.interval = tlsCheckInterval
+		r.interval = DefaultInterval
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -117,8 +143,9 @@ func newCertReloader(o reloaderOptions) (*certReloader, error) {
 	return r, nil
 }
 
-// serverConfig is the listener's configuration: its callbacks read the set in force.
-func (r *certReloader) serverConfig() *tls.Config {
+// ServerConfig is the listener's configuration: its callbacks read the set in force. With a
+// client CA, client certificates are required and verified against the pool in force.
+func (r *Reloader) ServerConfig() *tls.Config {
 	tc := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"h2"},
@@ -131,21 +158,21 @@ func (r *certReloader) serverConfig() *tls.Config {
 	return tc
 }
 
-func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *Reloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	st := r.state.Load()
 	r.poll()
 	return st.cert, nil
 }
 
 // getConfigForClient hands the handshake the certificate and the client CA pool of one set.
-func (r *certReloader) getConfigForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+func (r *Reloader) getConfigForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	st := r.state.Load()
 	r.poll()
 	return st.config, nil
 }
 
 // poll starts a look at the files in the background when one is due.
-func (r *certReloader) poll() {
+func (r *Reloader) poll() {
 	now := r.now()
 	if !r.claim(now) {
 		return
@@ -159,7 +186,7 @@ func (r *certReloader) poll() {
 
 // claim reports whether a look is due at now and no look is running; when it is, the caller
 // owns the look and must call release after it. Two claims are at least interval apart.
-func (r *certReloader) claim(now time.Time) bool {
+func (r *Reloader) claim(now time.Time) bool {
 	next := r.next.Load()
 	if now.UnixNano() < next {
 		return false
@@ -175,12 +202,12 @@ func (r *certReloader) claim(now time.Time) bool {
 }
 
 // release ends the look claim granted.
-func (r *certReloader) release() { r.busy.Store(false) }
+func (r *Reloader) release() { r.busy.Store(false) }
 
 // check reloads the files when they changed since they were last loaded or tried. A set that
 // fails to load, or whose certificate has expired at now, leaves the set in force; the failure
 // is logged once, until the files change again. It reports whether a new set is in force.
-func (r *certReloader) check(now time.Time) bool {
+func (r *Reloader) check(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	stamps := r.stat() // before reading: a change after this is seen by the next look
@@ -205,10 +232,10 @@ func (r *certReloader) check(now time.Time) bool {
 }
 
 // current is the set in force.
-func (r *certReloader) current() *tlsState { return r.state.Load() }
+func (r *Reloader) current() *tlsState { return r.state.Load() }
 
 // stat stamps the three files; os.Stat follows symlinks, so a swapped link counts as a change.
-func (r *certReloader) stat() fileStamps {
+func (r *Reloader) stat() fileStamps {
 	var s fileStamps
 	for i, path := range [3]string{r.files.CertFile, r.files.KeyFile, r.files.ClientCAFile} {
 		if path == "" {
@@ -219,13 +246,13 @@ func (r *certReloader) stat() fileStamps {
 			s[i] = fileStamp{err: err.Error()}
 			continue
 		}
-		s[i] = fileStamp{modNanos: fi.ModTime().UnixNano(), size: fi.Size()}
+		s[i] = fileStamp{modNanos: fi.ModTime().UnixNano(), size: fi.Size(), id: identity(fi)}
 	}
 	return s
 }
 
 // loadTLS reads and checks one set from files.
-func loadTLS(files config.TLSConfig) (*tlsState, error) {
+func loadTLS(files Config) (*tlsState, error) {
 	certPEM, err := readPEMFile(files.CertFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: cannot load cert_file/key_file: %w", err)

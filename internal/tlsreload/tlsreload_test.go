@@ -1,4 +1,4 @@
-package main
+package tlsreload
 
 import (
 	"crypto/tls"
@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
@@ -72,8 +71,8 @@ func TestReloaderClaimOncePerInterval(t *testing.T) {
 	ca := testpki.New(t, "ca")
 	a := issuePair(t, ca, "a", x509.ExtKeyUsageServerAuth)
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r, err := newCertReloader(reloaderOptions{
-		Files:    config.TLSConfig{CertFile: writeBytes(t, dir, "c.pem", a.cert), KeyFile: writeBytes(t, dir, "c.key", a.key)},
+	r, err := New(Options{
+		Files:    Config{CertFile: writeBytes(t, dir, "c.pem", a.cert), KeyFile: writeBytes(t, dir, "c.key", a.key)},
 		Interval: 5 * time.Second,
 		Now:      func() time.Time { return t0 },
 	})
@@ -116,8 +115,8 @@ func TestReloaderCheck(t *testing.T) {
 	keyFile := writeBytes(t, dir, "tls.key", a.key)
 	core, logs := observer.New(zapcore.InfoLevel)
 	t0 := a.leaf.NotBefore.Add(time.Minute)
-	r, err := newCertReloader(reloaderOptions{
-		Files: config.TLSConfig{CertFile: certFile, KeyFile: keyFile},
+	r, err := New(Options{
+		Files: Config{CertFile: certFile, KeyFile: keyFile},
 		Now:   func() time.Time { return t0 },
 		Log:   zap.New(core),
 	})
@@ -212,8 +211,8 @@ func TestReloaderClientCA(t *testing.T) {
 	caFile := writeBytes(t, dir, "ca.pem", oldCA.PEM)
 	core, logs := observer.New(zapcore.InfoLevel)
 	t0 := s.leaf.NotBefore.Add(time.Minute)
-	r, err := newCertReloader(reloaderOptions{
-		Files: config.TLSConfig{CertFile: writeBytes(t, dir, "s.pem", s.cert), KeyFile: writeBytes(t, dir, "s.key", s.key), ClientCAFile: caFile},
+	r, err := New(Options{
+		Files: Config{CertFile: writeBytes(t, dir, "s.pem", s.cert), KeyFile: writeBytes(t, dir, "s.key", s.key), ClientCAFile: caFile},
 		Log:   zap.New(core),
 	})
 	if err != nil {
@@ -253,7 +252,7 @@ func TestReloaderClientCA(t *testing.T) {
 	if got, want := messages(logs, msgReloadFailed), 1; got != want {
 		t.Errorf("%d failures logged, want %d", got, want)
 	}
-	cfg := r.serverConfig()
+	cfg := r.ServerConfig()
 	got, err := cfg.GetConfigForClient(nil)
 	if err != nil || got != r.current().config || got.ClientAuth != tls.RequireAndVerifyClientCert || !got.SessionTicketsDisabled {
 		t.Errorf("GetConfigForClient = %p, %v; want the set in force, verifying clients, no tickets", got, err)
@@ -270,16 +269,16 @@ func TestReloaderStartErrors(t *testing.T) {
 	huge := writeBytes(t, dir, "huge.pem", []byte(strings.Repeat(string(a.cert), maxPEMFile/len(a.cert)+1)))
 	tests := []struct {
 		name    string
-		files   config.TLSConfig
+		files   Config
 		wantErr string
 	}{
-		{"mismatched key", config.TLSConfig{CertFile: certFile, KeyFile: writeBytes(t, dir, "b.key", b.key)}, "private key does not match"},
-		{"truncated certificate", config.TLSConfig{CertFile: writeBytes(t, dir, "half.pem", a.cert[:len(a.cert)/2]), KeyFile: keyFile}, "cert_file"},
-		{"oversized certificate", config.TLSConfig{CertFile: huge, KeyFile: keyFile}, "larger than 1 MiB"},
-		{"oversized client CA", config.TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: huge}, "tls.client_ca_file"},
+		{"mismatched key", Config{CertFile: certFile, KeyFile: writeBytes(t, dir, "b.key", b.key)}, "private key does not match"},
+		{"truncated certificate", Config{CertFile: writeBytes(t, dir, "half.pem", a.cert[:len(a.cert)/2]), KeyFile: keyFile}, "cert_file"},
+		{"oversized certificate", Config{CertFile: huge, KeyFile: keyFile}, "larger than 1 MiB"},
+		{"oversized client CA", Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: huge}, "tls.client_ca_file"},
 	}
 	for _, tt := range tests {
-		_, err := newCertReloader(reloaderOptions{Files: tt.files})
+		_, err := New(Options{Files: tt.files})
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.wantErr)
 		}
@@ -291,17 +290,17 @@ func BenchmarkReloaderHandshakePath(b *testing.B) {
 	dir := b.TempDir()
 	ca := testpki.New(b, "ca")
 	cert, key := ca.Issue(b, "s", x509.ExtKeyUsageServerAuth)
-	files := config.TLSConfig{ClientCAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "s.pem"), KeyFile: filepath.Join(dir, "s.key")}
+	files := Config{ClientCAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "s.pem"), KeyFile: filepath.Join(dir, "s.key")}
 	for path, data := range map[string][]byte{files.ClientCAFile: ca.PEM, files.CertFile: cert, files.KeyFile: key} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r, err := newCertReloader(reloaderOptions{Files: files})
+	r, err := New(Options{Files: files})
 	if err != nil {
 		b.Fatal(err)
 	}
-	tc := r.serverConfig()
+	tc := r.ServerConfig()
 	hello := &tls.ClientHelloInfo{}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -311,4 +310,76 @@ func BenchmarkReloaderHandshakePath(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A file replaced by another of the same size and the same modification time (file systems
+// stamp times coarsely: two files written a millisecond apart can share one) is still a
+// change when it is another file: a rename over it, or a symlink swapped to a new one.
+func TestReloaderSameStampNewFile(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.New(t, "ca")
+	a := issuePair(t, ca, "extauthz-a", x509.ExtKeyUsageServerAuth)
+	b := issuePair(t, ca, "extauthz-b", x509.ExtKeyUsageServerAuth)
+	if len(a.cert) != len(b.cert) || len(a.key) != len(b.key) {
+		t.Skipf("pairs differ in size (%d/%d, %d/%d); the case needs equal sizes", len(a.cert), len(b.cert), len(a.key), len(b.key))
+	}
+	stamp := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	write := func(path string, data []byte) {
+		t.Helper()
+		writeAtomic(t, path, string(data))
+		if err := os.Chtimes(path, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write(certFile, a.cert)
+	write(keyFile, a.key)
+	t0 := a.leaf.NotBefore.Add(time.Minute)
+	r, err := New(Options{Files: Config{CertFile: certFile, KeyFile: keyFile}, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(keyFile, b.key)
+	write(certFile, b.cert)
+	if !r.check(t0) {
+		t.Error("check after a rename with the same size and time: not applied")
+	}
+	if got := r.current().cert.Leaf.SerialNumber; got.Cmp(b.leaf.SerialNumber) != 0 {
+		t.Errorf("serving serial %v, want %v", got, b.leaf.SerialNumber)
+	}
+}
+
+func TestStartErrorsAndConfig(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.New(t, "ca")
+	cert, key := ca.Issue(t, "s", x509.ExtKeyUsageServerAuth)
+	certFile := writeBytes(t, dir, "s.pem", cert)
+	keyFile := writeBytes(t, dir, "s.key", key)
+	notPEM := writeBytes(t, dir, "junk.pem", []byte("not a certificate"))
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"missing cert", Config{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: keyFile}},
+		{"key is not a key", Config{CertFile: certFile, KeyFile: notPEM}},
+		{"missing client CA", Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: filepath.Join(dir, "nope.pem")}},
+		{"client CA without PEM", Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: notPEM}},
+	}
+	for _, tt := range tests {
+		if _, err := New(Options{Files: tt.cfg}); err == nil {
+			t.Errorf("%s: New succeeded", tt.name)
+		}
+	}
+	r, err := New(Options{Files: Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: writeBytes(t, dir, "ca.pem", ca.PEM)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := r.ServerConfig()
+	if tc.ClientAuth != tls.RequireAndVerifyClientCert || tc.MinVersion != tls.VersionTLS12 || tc.GetCertificate == nil {
+		t.Errorf("mTLS config = auth %v, min %x, GetCertificate set %v", tc.ClientAuth, tc.MinVersion, tc.GetCertificate != nil)
+	}
+	hs, err := tc.GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil || hs == nil || hs.ClientCAs == nil || hs.ClientAuth != tls.RequireAndVerifyClientCert || hs.MinVersion != tls.VersionTLS12 {
+		t.Errorf("handshake config = %+v, %v; want the client CA pool, verifying clients, TLS 1.2 at least", hs, err)
+	}
 }
