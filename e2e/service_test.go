@@ -1,12 +1,14 @@
 // Package e2e drives the built extauthz binary over real gRPC the way Envoy does, with requests
-// derived from envoy-config/envoy.yaml. Nothing here is skipped: a missing piece fails the run.
+// derived from envoy-config/envoy.yaml. Under -short (the fast loop) the whole package is
+// skipped, since every test needs the binary; otherwise nothing here is skipped: a missing
+// piece fails the run.
 package e2e
 
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/testbin"
 )
 
 // Paths relative to this package's directory, where go test runs.
@@ -53,17 +56,19 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: every test needs the built binary; skipped under -short")
+		return 0
+	}
 	dir, err := os.MkdirTemp("", "extauthz-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "extauthz")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/extauthz")
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: cannot build ./cmd/extauthz: %v\n%s", err, out)
+	if binary, err = testbin.Build(moduleRoot, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	if envoy, err = envoyconfig.Load(envoyYAML); err != nil {
@@ -83,13 +88,14 @@ func runMain(m *testing.M) int {
 
 // service is one running extauthz process and a gRPC connection to it.
 type service struct {
+	proc     *testbin.Proc
 	cmd      *exec.Cmd
 	grpcAddr string
 	adminURL string
 	rules    string // the rules file it watches (a copy in a temp dir)
 	logs     *syncBuffer
 	exited   chan struct{}
-	exitErr  error
+	exitErr  error // set before exited is closed
 	conn     *grpc.ClientConn
 	authz    authv3.AuthorizationClient
 	rls      rlsv3.RateLimitServiceClient
@@ -149,57 +155,43 @@ func newService(t *testing.T, rules []byte) *service {
 	return s
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // startService writes rules into dir and runs the binary with envoy-config/extauthz.yaml,
-// overriding the addresses and the rules file by flags, then waits for /readyz.
+// overriding the addresses (any free port, read back from the log) and the rules file by
+// flags, then waits until it logs that it serves.
 func startService(dir string, rules []byte) (*service, error) {
 	rulesPath := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
 		return nil, err
 	}
-	grpcAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	adminAddr, err := freeAddr()
+	logs := &syncBuffer{}
+	p, err := testbin.Run(testbin.Options{
+		Binary: binary,
+		Args: []string{"serve",
+			"--config", extauthzYAML,
+			"--rules", rulesPath,
+			"--grpc-addr", "127.0.0.1:0",
+			"--admin-addr", "127.0.0.1:0",
+		},
+		Output: logs,
+		Ready:  15 * time.Second,
+	})
 	if err != nil {
 		return nil, err
 	}
 	s := &service{
-		grpcAddr: grpcAddr,
-		adminURL: "http://" + adminAddr,
+		proc:     p,
+		cmd:      p.Cmd,
+		grpcAddr: p.GRPCAddr,
+		adminURL: "http://" + p.AdminAddr,
 		rules:    rulesPath,
-		logs:     &syncBuffer{},
+		logs:     logs,
 		exited:   make(chan struct{}),
 	}
-	s.cmd = exec.Command(binary, "serve",
-		"--config", extauthzYAML,
-		"--rules", rulesPath,
-		"--grpc-addr", grpcAddr,
-		"--admin-addr", adminAddr,
-		"--log-format", "console",
-	)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
 	go func() {
-		s.exitErr = s.cmd.Wait()
+		s.exitErr = p.Err()
 		close(s.exited)
 	}()
-	if err := s.waitReady(15 * time.Second); err != nil {
-		s.stop()
-		return nil, fmt.Errorf("%w\nservice output:\n%s", err, s.logs)
-	}
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		s.stop()
 		return nil, err
@@ -208,27 +200,6 @@ func startService(dir string, rules []byte) (*service, error) {
 	s.authz = authv3.NewAuthorizationClient(conn)
 	s.rls = rlsv3.NewRateLimitServiceClient(conn)
 	return s, nil
-}
-
-func (s *service) waitReady(limit time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("extauthz exited before it was ready: %v", s.exitErr)
-		default:
-		}
-		resp, err := client.Get(s.adminURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("extauthz not ready at %s/readyz after %v", s.adminURL, limit)
 }
 
 // stop ends the process (SIGTERM, then SIGKILL after 10s) and closes the connection.
@@ -245,7 +216,7 @@ func (s *service) stop() {
 	select {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
+		s.proc.Kill()
 		<-s.exited
 	}
 }

@@ -57,7 +57,7 @@ func TestBinary(t *testing.T) {
 
 	// No subcommand: serve.
 	p := start(t, "--config", cfgPath, "--rules", rulesPath, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	conn := dial(t, p.grpcAddr)
+	conn := dial(t, p.GRPCAddr)
 	authz := authv3.NewAuthorizationClient(conn)
 	rls := rlsv3.NewRateLimitServiceClient(conn)
 
@@ -70,7 +70,7 @@ func TestBinary(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, body := p.get(t, path); code != http.StatusOK {
+		if code, body := p.Get(t, path); code != http.StatusOK {
 			t.Errorf("GET %s = %d %s, want 200", path, code, body)
 		}
 	}
@@ -91,14 +91,14 @@ func TestBinary(t *testing.T) {
 	if got := rateLimit(t, rls, "POST:/order", "43"); got != rlsv3.RateLimitResponse_OK {
 		t.Errorf("ShouldRateLimit other value = %v, want OK", got)
 	}
-	ri := p.rules(t)
+	ri := rulesOf(t, p)
 	if ri.Version != 1 || ri.LastError != nil || ri.File != rulesPath {
 		t.Fatalf("/rules = %+v, want version 1 from %s, no error", ri, rulesPath)
 	}
 
 	// A changed rules file is applied.
 	writeAtomic(t, rulesPath, rulesV1("serviceB"))
-	eventually(t, "rules version 2", func() bool { return p.rules(t).Version == 2 })
+	eventually(t, "rules version 2", func() bool { return rulesOf(t, p).Version == 2 })
 	if got := checkCode(t, authz, "GET", "/hello", "serviceB"); got != codes.OK {
 		t.Errorf("after reload: Check serviceB = %v, want OK", got)
 	}
@@ -112,8 +112,8 @@ func TestBinary(t *testing.T) {
 
 	// A broken rules file is rejected: the old rules stay, the error shows on /rules.
 	writeAtomic(t, rulesPath, "param_flow:\n  - resource: \"POST:/order\"\n    param: item_id\n    grade: qps\n    count: -5\n")
-	eventually(t, "last_error on /rules", func() bool { return p.rules(t).LastError != nil })
-	ri = p.rules(t)
+	eventually(t, "last_error on /rules", func() bool { return rulesOf(t, p).LastError != nil })
+	ri = rulesOf(t, p)
 	if ri.Version != 2 || len(ri.Authority) != 1 || ri.Authority[0].Origins[0] != "serviceB" {
 		t.Errorf("after a broken file /rules = %+v, want version 2 with origin serviceB", ri)
 	}
@@ -123,12 +123,12 @@ func TestBinary(t *testing.T) {
 	if got := checkCode(t, authz, "GET", "/hello", "serviceB"); got != codes.OK {
 		t.Errorf("after a broken file: Check serviceB = %v, want OK (old rules in force)", got)
 	}
-	if !p.logged("rules rejected; the rules in force stay") {
+	if !p.Logged("rules rejected; the rules in force stay") {
 		t.Error("the rejected load was not logged")
 	}
 
 	// Metrics and the busiest values.
-	_, metricsBody := p.get(t, "/metrics")
+	_, metricsBody := p.Get(t, "/metrics")
 	for _, want := range []string{
 		`extauthz_decisions_total{api="ratelimit",domain="edge",resource="POST:/order",result="param_flow"} 2`,
 		`extauthz_decisions_total{api="ext_authz",domain="",resource="GET:/hello",result="authority"} 2`,
@@ -140,7 +140,7 @@ func TestBinary(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	code, hot := p.get(t, "/hot?n=1")
+	code, hot := p.Get(t, "/hot?n=1")
 	if code != http.StatusOK || !strings.Contains(hot, `"value": "42"`) {
 		t.Errorf("GET /hot?n=1 = %d %s, want value 42", code, hot)
 	}
@@ -161,10 +161,10 @@ func TestBinary(t *testing.T) {
 		held <- result{resp.GetOverallCode(), err, time.Since(begin)}
 	}()
 	eventually(t, "the throttled call to be held", func() bool {
-		_, body := p.get(t, "/metrics")
+		_, body := p.Get(t, "/metrics")
 		return strings.Contains(body, "extauthz_queue_wait_seconds_count 1")
 	})
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code after SIGTERM = %d, want 0", code)
 	}
 	r := <-held
@@ -174,7 +174,7 @@ func TestBinary(t *testing.T) {
 	if r.took < 500*time.Millisecond {
 		t.Errorf("throttled call answered after %v; want it held about 1s", r.took)
 	}
-	if !p.logged("stopped") {
+	if !p.Logged("stopped") {
 		t.Error("no 'stopped' log entry")
 	}
 }
@@ -184,22 +184,22 @@ func TestBinary(t *testing.T) {
 func TestBinaryDefaultRulesFile(t *testing.T) {
 	dir := t.TempDir()
 	p := startIn(t, dir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	if ri := p.rules(t); len(ri.Authority) != 0 || ri.LastError != nil {
+	if ri := rulesOf(t, p); len(ri.Authority) != 0 || ri.LastError != nil {
 		t.Fatalf("/rules without rules.yaml = %+v, want no rules and no error", ri)
 	}
 	writeAtomic(t, filepath.Join(dir, "rules.yaml"), rulesV1("serviceA"))
-	eventually(t, "rules.yaml created after start to be applied", func() bool { return len(p.rules(t).Authority) == 1 })
-	if code := p.stop(t); code != 0 {
+	eventually(t, "rules.yaml created after start to be applied", func() bool { return len(rulesOf(t, p).Authority) == 1 })
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
 
 	// Present at start.
 	q := startIn(t, dir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	ri := q.rules(t)
+	ri := rulesOf(t, q)
 	if ri.File != "rules.yaml" || len(ri.Authority) != 1 || ri.Authority[0].Origins[0] != "serviceA" {
 		t.Errorf("/rules with ./rules.yaml = %+v", ri)
 	}
-	if code := q.stop(t); code != 0 {
+	if code := q.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
 }
@@ -245,7 +245,7 @@ param_flow:
 `)
 	cfg := writeFile(t, dir, "extauthz.yaml", "shutdown_grace: 300ms\n")
 	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	rls := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr))
+	rls := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 	if got := rateLimit(t, rls, "POST:/slow", "s"); got != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("first call = %v, want OK", got)
 	}
@@ -256,11 +256,11 @@ param_flow:
 		held <- err
 	}()
 	eventually(t, "the call to be held", func() bool {
-		_, body := p.get(t, "/metrics")
+		_, body := p.Get(t, "/metrics")
 		return strings.Contains(body, "extauthz_queue_wait_seconds_count 1")
 	})
 	begin := time.Now()
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
 	if took := time.Since(begin); took > 5*time.Second {
@@ -269,7 +269,7 @@ param_flow:
 	if err := <-held; err == nil {
 		t.Error("the held call succeeded; want it cut off when the grace ended")
 	}
-	if !p.logged("grace period over; closing the calls still in flight") {
+	if !p.Logged("grace period over; closing the calls still in flight") {
 		t.Error("the forced stop was not logged")
 	}
 }

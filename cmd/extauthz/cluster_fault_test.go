@@ -44,7 +44,7 @@ store:
     breaker_cooldown: 100ms
 `, srv.Addr(), faultRedisTimeout, fallback))
 	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	return srv, p, rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr))
+	return srv, p, rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 }
 
 // loadStats are the answers of a load run.
@@ -56,10 +56,17 @@ type loadStats struct {
 	slowest time.Duration
 }
 
+// answered is the number of calls answered so far, with or without an error.
+func (st *loadStats) answered() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.ok + st.over + st.errs
+}
+
 // runLoad calls ShouldRateLimit for POST:/order from 4 clients until stop is closed, timing
-// every call.
-func runLoad(c rlsv3.RateLimitServiceClient, stop <-chan struct{}) (wait func() *loadStats) {
-	st := &loadStats{}
+// every call. st counts the answers as they come.
+func runLoad(c rlsv3.RateLimitServiceClient, stop <-chan struct{}) (st *loadStats, wait func() *loadStats) {
+	st = &loadStats{}
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
@@ -91,13 +98,13 @@ func runLoad(c rlsv3.RateLimitServiceClient, stop <-chan struct{}) (wait func() 
 			}
 		}()
 	}
-	return func() *loadStats { wg.Wait(); return st }
+	return st, func() *loadStats { wg.Wait(); return st }
 }
 
 // metric reads one series from /metrics.
-func (p *proc) metric(t *testing.T, series string) float64 {
+func metric(t *testing.T, p *proc, series string) float64 {
 	t.Helper()
-	_, body := p.get(t, "/metrics")
+	_, body := p.Get(t, "/metrics")
 	return metricValue(body, series)
 }
 
@@ -111,11 +118,12 @@ func code(t *testing.T, c rlsv3.RateLimitServiceClient, resource, item string) r
 func checkFault(t *testing.T, p *proc, c rlsv3.RateLimitServiceClient, fallback string, fault func()) {
 	t.Helper()
 	stop := make(chan struct{})
-	wait := runLoad(c, stop)
-	time.Sleep(200 * time.Millisecond)
+	live, wait := runLoad(c, stop)
+	eventually(t, "40 calls answered before the fault", func() bool { return live.answered() >= 40 })
 	fault()
-	eventually(t, "the breaker opens", func() bool { return p.metric(t, "extauthz_redis_breaker_open") == 1 })
-	time.Sleep(300 * time.Millisecond) // more load with the breaker open
+	eventually(t, "the breaker opens", func() bool { return metric(t, p, "extauthz_redis_breaker_open") == 1 })
+	opened := live.answered()
+	eventually(t, "40 more calls answered with the breaker open", func() bool { return live.answered() >= opened+40 })
 	close(stop)
 	st := wait()
 	t.Logf("load: %d ok, %d over limit, %d errors; slowest answer %v", st.ok, st.over, st.errs, st.slowest)
@@ -125,13 +133,13 @@ func checkFault(t *testing.T, p *proc, c rlsv3.RateLimitServiceClient, fallback 
 	if st.slowest > faultRedisTimeout+faultTolerance {
 		t.Errorf("slowest answer %v, want within the Redis timeout %v (+%v)", st.slowest, faultRedisTimeout, faultTolerance)
 	}
-	if n := p.metric(t, fmt.Sprintf(`extauthz_redis_fallbacks_total{policy=%q}`, fallback)); n == 0 {
+	if n := metric(t, p, fmt.Sprintf(`extauthz_redis_fallbacks_total{policy=%q}`, fallback)); n == 0 {
 		t.Errorf("no fallback counted under %q", fallback)
 	}
-	if p.metric(t, `extauthz_redis_calls_total{result="error"}`) == 0 {
+	if metric(t, p, `extauthz_redis_calls_total{result="error"}`) == 0 {
 		t.Error("no failed Redis call counted")
 	}
-	if code, body := p.get(t, "/readyz"); code != http.StatusOK {
+	if code, body := p.Get(t, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz while falling back = %d %s, want 200", code, body)
 	}
 	switch fallback {
@@ -157,7 +165,7 @@ func checkFault(t *testing.T, p *proc, c rlsv3.RateLimitServiceClient, fallback 
 // a value's two tokens an hour are counted in Redis (its key is there), then it is refused.
 func checkRecovered(t *testing.T, srv *redistest.Server, p *proc, c rlsv3.RateLimitServiceClient) {
 	t.Helper()
-	eventually(t, "the breaker closes", func() bool { return p.metric(t, "extauthz_redis_breaker_open") == 0 })
+	eventually(t, "the breaker closes", func() bool { return metric(t, p, "extauthz_redis_breaker_open") == 0 })
 	eventually(t, "calls reach Redis again", func() bool {
 		return code(t, c, "POST:/order", "probe") == rlsv3.RateLimitResponse_OK
 	})
@@ -179,7 +187,7 @@ func TestBinaryRedisKilledFallbackDeny(t *testing.T) {
 	checkFault(t, p, c, "deny", srv.Kill)
 	srv.Restart()
 	checkRecovered(t, srv, p, c)
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
 }

@@ -39,7 +39,7 @@ param_flow:
 	stopAt := begin.Add(runFor)
 	var lastEnd atomic.Int64 // ns since begin of the latest answer
 	for _, p := range procs {
-		c := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr))
+		c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 		for range clients {
 			wg.Add(1)
 			go func() {
@@ -89,7 +89,7 @@ param_flow:
 	}
 	// both replicas went to Redis, and did not fall back
 	for i, p := range procs {
-		_, body := p.get(t, "/metrics")
+		_, body := p.Get(t, "/metrics")
 		if metricValue(body, `extauthz_redis_calls_total{result="ok"}`) == 0 {
 			t.Errorf("replica %d made no successful Redis call", i)
 		}

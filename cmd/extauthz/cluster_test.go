@@ -29,8 +29,8 @@ param_flow:
     duration: 1h
 `)
 	replicas := startReplicas(t, dir, srv.Addr(), rules, 2)
-	a := rlsv3.NewRateLimitServiceClient(dial(t, replicas[0].grpcAddr))
-	b := rlsv3.NewRateLimitServiceClient(dial(t, replicas[1].grpcAddr))
+	a := rlsv3.NewRateLimitServiceClient(dial(t, replicas[0].GRPCAddr))
+	b := rlsv3.NewRateLimitServiceClient(dial(t, replicas[1].GRPCAddr))
 
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	steps := []struct {
@@ -53,12 +53,12 @@ param_flow:
 		}
 	}
 
-	_, body := replicas[0].get(t, "/metrics")
+	_, body := replicas[0].Get(t, "/metrics")
 	if !strings.Contains(body, `extauthz_redis_calls_total{result="ok"}`) {
 		t.Error("/metrics has no Redis calls")
 	}
 	for i, p := range replicas {
-		if code := p.stop(t); code != 0 {
+		if code := p.Stop(t); code != 0 {
 			t.Errorf("replica %d exit code = %d, want 0", i, code)
 		}
 	}

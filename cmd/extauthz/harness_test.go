@@ -1,20 +1,12 @@
 package main
 
-// The harness of the binary tests: build once, start as a process, read its JSON log, call it.
+// The harness of the binary tests (internal/testbin runs the process) and the calls they make.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,54 +17,27 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/extauthz/extauthz/internal/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// bin is the binary the tests of this package run, built on first use (never under -short).
+var bin = &testbin.Lazy{ModuleRoot: "../.."}
 
-// binary builds the extauthz binary once per test run.
+// binary builds the extauthz binary once per test run; under -short it skips t.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "extauthz-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "extauthz")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return bin.Path(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	bin.Close()
 	os.Exit(code)
 }
 
 // proc is a running extauthz process.
-type proc struct {
-	cmd       *exec.Cmd
-	grpcAddr  string
-	adminAddr string
-	done      chan struct{} // closed when the process has exited
-	waitErr   error
-
-	mu  sync.Mutex
-	log []map[string]any // every JSON log line, in order
-}
+type proc = testbin.Proc
 
 // start runs the binary with args in an empty directory and waits until it logs that it serves.
 func start(t *testing.T, args ...string) *proc {
@@ -83,110 +48,7 @@ func start(t *testing.T, args ...string) *proc {
 // startIn is start in directory dir.
 func startIn(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.Dir = dir
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	serving := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		once := sync.Once{}
-		for sc.Scan() {
-			var entry map[string]any
-			if json.Unmarshal(sc.Bytes(), &entry) != nil {
-				entry = map[string]any{"msg": "non-JSON: " + sc.Text()}
-			}
-			p.mu.Lock()
-			p.log = append(p.log, entry)
-			if entry["msg"] == "serving" {
-				p.grpcAddr, _ = entry["grpc_addr"].(string)
-				p.adminAddr, _ = entry["admin_addr"].(string)
-				once.Do(func() { close(serving) })
-			}
-			p.mu.Unlock()
-		}
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("extauthz log:\n%s", p.logText())
-		}
-	})
-	select {
-	case <-serving:
-	case <-p.done:
-		t.Fatalf("extauthz exited before serving: %v\n%s", p.waitErr, p.logText())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("extauthz did not serve within 30s\n%s", p.logText())
-	}
-	return p
-}
-
-func (p *proc) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var b strings.Builder
-	for _, e := range p.log {
-		line, _ := json.Marshal(e)
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// logged reports whether a log entry has message msg.
-func (p *proc) logged(msg string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, e := range p.log {
-		if e["msg"] == msg {
-			return true
-		}
-	}
-	return false
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (p *proc) stop(t *testing.T) int {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("extauthz did not exit within 20s of SIGTERM")
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func (p *proc) get(t *testing.T, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + p.adminAddr + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return testbin.Start(t, testbin.Options{Binary: binary(t), Args: args, Dir: dir})
 }
 
 // rulesInfo is the part of /rules the tests read.
@@ -201,9 +63,10 @@ type rulesInfo struct {
 	} `json:"authority"`
 }
 
-func (p *proc) rules(t *testing.T) rulesInfo {
+// rulesOf reads /rules of p.
+func rulesOf(t *testing.T, p *proc) rulesInfo {
 	t.Helper()
-	code, body := p.get(t, "/rules")
+	code, body := p.Get(t, "/rules")
 	if code != http.StatusOK {
 		t.Fatalf("GET /rules = %d %s", code, body)
 	}

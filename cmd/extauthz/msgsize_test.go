@@ -17,7 +17,7 @@ func TestBinaryMaxRecvMsgSize(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "extauthz.yaml", "grpc: {max_recv_msg_size: 4096}\n")
 	p := start(t, "serve", "--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	c := authv3.NewAuthorizationClient(dial(t, p.grpcAddr))
+	c := authv3.NewAuthorizationClient(dial(t, p.GRPCAddr))
 
 	big := checkRequest("GET", "/hello", "a")
 	big.Attributes.Request.Http.Headers["x-big"] = strings.Repeat("x", 8192)
@@ -37,7 +37,7 @@ func TestBinaryMaxRecvMsgSize(t *testing.T) {
 			t.Errorf("%s: Check = %v (%v), want %v", tt.name, got, err, tt.want)
 		}
 	}
-	if code := p.stop(t); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
 }

@@ -63,15 +63,15 @@ func TestBinaryTLS(t *testing.T) {
 		cfg := writeFile(t, dir, "tls.yaml", "tls: {cert_file: "+certFile+", key_file: "+keyFile+"}\n")
 		p := start(t, "serve", "--config", cfg, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 
-		st, err := healthOver(t, p.grpcAddr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}))
+		st, err := healthOver(t, p.GRPCAddr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}))
 		if err != nil || st != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health over TLS = %v, %v; want SERVING", st, err)
 		}
 		// A client that does not trust the server's CA cannot connect.
-		if _, err := healthOver(t, p.grpcAddr, credentials.NewTLS(&tls.Config{ServerName: "127.0.0.1"})); err == nil {
+		if _, err := healthOver(t, p.GRPCAddr, credentials.NewTLS(&tls.Config{ServerName: "127.0.0.1"})); err == nil {
 			t.Error("a client without the CA connected")
 		}
-		if code := p.stop(t); code != 0 {
+		if code := p.Stop(t); code != 0 {
 			t.Errorf("exit code = %d, want 0", code)
 		}
 	})
@@ -83,12 +83,12 @@ func TestBinaryTLS(t *testing.T) {
 		p := start(t, "serve", "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 
 		good := credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{clientPair}})
-		st, err := healthOver(t, p.grpcAddr, good)
+		st, err := healthOver(t, p.GRPCAddr, good)
 		if err != nil || st != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health over mTLS = %v, %v; want SERVING", st, err)
 		}
 		// The origin is the principal Envoy reports for its downstream peer.
-		authz := authv3.NewAuthorizationClient(dial(t, p.grpcAddr, grpc.WithTransportCredentials(good)))
+		authz := authv3.NewAuthorizationClient(dial(t, p.GRPCAddr, grpc.WithTransportCredentials(good)))
 		for _, tt := range []struct {
 			principal string
 			want      codes.Code
@@ -115,11 +115,11 @@ func TestBinaryTLS(t *testing.T) {
 		}
 		for _, tt := range tests {
 			creds := credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: tt.certs})
-			if _, err := healthOver(t, p.grpcAddr, creds); err == nil {
+			if _, err := healthOver(t, p.GRPCAddr, creds); err == nil {
 				t.Errorf("%s: connected, want refused", tt.name)
 			}
 		}
-		if code := p.stop(t); code != 0 {
+		if code := p.Stop(t); code != 0 {
 			t.Errorf("exit code = %d, want 0", code)
 		}
 	})

@@ -111,16 +111,16 @@ func TestBinaryTLSRotation(t *testing.T) {
 	keyFile := writeBytes(t, dir, "tls.key", a.key)
 	cfg := writeFile(t, dir, "tls.yaml", "tls: {cert_file: "+certFile+", key_file: "+keyFile+"}\n")
 	p := start(t, "serve", "--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	stillServes(t, p.grpcAddr, roots, nil, a)
+	stillServes(t, p.GRPCAddr, roots, nil, a)
 
 	replaceFile(t, keyFile, b.key)
 	replaceFile(t, certFile, b.cert)
 	rotated := time.Now()
-	eventuallyServes(t, p.grpcAddr, roots, nil, b)
+	eventuallyServes(t, p.GRPCAddr, roots, nil, b)
 	if took, bound := time.Since(rotated), tlsreload.DefaultInterval+2*time.Second; took > bound {
 		t.Errorf("the new certificate took %v to be served, want under %v", took, bound)
 	}
-	entry := p.entry(msgReloaded)
+	entry := p.Entry(msgReloaded)
 	if entry == nil || entry["subject"] != "CN=extauthz-b" || entry["serial"] != b.leaf.SerialNumber.String() ||
 		entry["not_after"] != b.leaf.NotAfter.UTC().Format(time.RFC3339Nano) {
 		t.Errorf("reload log = %v; want subject CN=extauthz-b, serial %v, not_after %v", entry, b.leaf.SerialNumber,
@@ -129,23 +129,11 @@ func TestBinaryTLSRotation(t *testing.T) {
 
 	rewriteFile(t, keyFile, c.key) // the certificate is still b's
 	eventually(t, "the failure logged", func() bool {
-		_, _ = servedSerial(p.grpcAddr, roots, nil)
-		return p.logged(msgReloadFailed)
+		_, _ = servedSerial(p.GRPCAddr, roots, nil)
+		return p.Logged(msgReloadFailed)
 	})
-	stillServes(t, p.grpcAddr, roots, nil, b)
-	if code := p.stop(t); code != 0 {
+	stillServes(t, p.GRPCAddr, roots, nil, b)
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
-}
-
-// entry is the first log entry with message msg, or nil.
-func (p *proc) entry(msg string) map[string]any {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, e := range p.log {
-		if e["msg"] == msg {
-			return e
-		}
-	}
-	return nil
 }
