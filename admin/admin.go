@@ -5,6 +5,7 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -32,6 +33,9 @@ type Options struct {
 	LastError func() *rulestore.LoadError
 	// Top returns the n busiest values of each hot-param rule.
 	Top func(n int) []hotparam.RuleTop
+	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or trace
+	// costs the service while it runs, and the profiles show internals.
+	PProf bool
 }
 
 // New returns the admin handler. It is safe for concurrent use.
@@ -74,6 +78,14 @@ func New(opts Options) http.Handler {
 			}
 			writeJSON(w, http.StatusOK, hotView(opts.Top(n), n))
 		})
+	}
+	if opts.PProf {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // named profiles: heap, goroutine, ...
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }
