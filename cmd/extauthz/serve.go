@@ -140,6 +140,7 @@ func newService(cfg Config, log *zap.Logger) (*service, error) {
 			Rules:     store.Current,
 			LastError: store.LastError,
 			Top:       s.top,
+			Traffic:   s.metrics.Snapshot,
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,

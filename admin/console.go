@@ -1,0 +1,203 @@
+package admin
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// MaxConsoleResources is the most resources the console lists: those with per-second counts
+// first, then the other resources the rules name, in rule order.
+const MaxConsoleResources = 200
+
+// consoleTopN is the number of values the console lists per hot-param rule and order.
+const consoleTopN = 10
+
+// consoleCSP keeps the console to its own origin: no request leaves the admin listener, no
+// inline script or style runs.
+const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+//go:embed console
+var consoleFiles embed.FS
+
+// Console is the body of /console/data: everything the console page shows.
+type Console struct {
+	Time time.Time `json:"time"`
+	// WindowSeconds is the length of each resource's Allowed and Blocked series.
+	WindowSeconds int               `json:"window_seconds"`
+	Rules         Rules             `json:"rules"` // as /rules shows them
+	Resources     []ConsoleResource `json:"resources"`
+	// MoreResources is how many resources the rules name beyond those listed.
+	MoreResources int           `json:"more_resources"`
+	Hot           []HotRule     `json:"hot"`
+	Store         *ConsoleStore `json:"store"` // null when the metrics are not wired in
+}
+
+// ConsoleResource is one resource's recent decisions and the rules that apply to it.
+type ConsoleResource struct {
+	Resource string `json:"resource"` // "other" for resources counted together, "" for no rule
+	// Allowed and Blocked are decisions per second, oldest first, ending with the current
+	// second; null when the resource has no per-second counts of its own.
+	Allowed []uint32        `json:"allowed"`
+	Blocked []uint32        `json:"blocked"`
+	Totals  *metrics.Totals `json:"totals"`
+	Rules   []RuleRef       `json:"rules"`
+	// TopRule is the index in Rules of the rule that blocks most, -1 when none blocked.
+	TopRule int `json:"top_rule"`
+}
+
+// RuleRef names one rule of a resource and how many requests it blocked recently: an
+// authority rule over the window (shared by the resource's authority rules), a hot-param rule
+// over its own recent window (the current and the previous Duration), summed over its busiest
+// values.
+type RuleRef struct {
+	Kind   string `json:"kind"`  // "authority" or "param_flow"
+	Index  int    `json:"index"` // in the rules file's list of that kind
+	Label  string `json:"label"`
+	Shadow bool   `json:"shadow"`
+	Blocks uint64 `json:"blocks"`
+}
+
+// ConsoleStore is the shared store's state.
+type ConsoleStore struct {
+	Enabled     bool              `json:"enabled"`
+	BreakerOpen bool              `json:"breaker_open"`
+	Calls       uint64            `json:"calls"`
+	Errors      uint64            `json:"errors"`
+	Fallbacks   map[string]uint64 `json:"fallbacks"`
+}
+
+// consoleHandlers adds the console's routes to mux.
+func consoleHandlers(mux *http.ServeMux, opts Options) {
+	static, err := fs.Sub(consoleFiles, "console")
+	if err != nil {
+		panic("admin: embedded console: " + err.Error()) // the embed directive guarantees it
+	}
+	files := http.FileServerFS(static)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		consoleHeaders(w)
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	mux.Handle("GET /console/", http.StripPrefix("/console", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" || r.URL.Path == "/index.html" {
+			http.NotFound(w, r) // the page lives at /
+			return
+		}
+		consoleHeaders(w)
+		files.ServeHTTP(w, r)
+	})))
+	mux.HandleFunc("GET /console/data", func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		consoleHeaders(w)
+		writeJSON(w, http.StatusOK, consoleView(opts, now()))
+	})
+}
+
+func consoleHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Security-Policy", consoleCSP)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+// consoleView gathers what the console shows at now.
+func consoleView(opts Options, now time.Time) Console {
+	var set *rulestore.Set
+	if opts.Rules != nil {
+		set = opts.Rules()
+	}
+	var last *rulestore.LoadError
+	if opts.LastError != nil {
+		last = opts.LastError()
+	}
+	c := Console{
+		Time:          now,
+		WindowSeconds: int(metrics.Window / time.Second),
+		Rules:         rulesView(set, last),
+		Resources:     []ConsoleResource{},
+		Hot:           []HotRule{},
+	}
+	var top []hotparam.RuleTop
+	if opts.Top != nil {
+		top = opts.Top(consoleTopN)
+		c.Hot = hotView(top, consoleTopN, opts.Redact, opts.Remaining, now).Rules
+		markShadow(c.Hot, set)
+	}
+	var snap metrics.Snapshot
+	if opts.Traffic != nil {
+		snap = opts.Traffic(now)
+		st := snap.Store
+		c.Store = &ConsoleStore{Enabled: st.Enabled, BreakerOpen: st.BreakerOpen, Calls: st.Calls,
+			Errors: st.Errors, Fallbacks: st.Fallbacks}
+	}
+	c.Resources, c.MoreResources = resourcesView(set, snap, top)
+	return c
+}
+
+// resourcesView lists the resources with per-second counts, then those the rules name, at most
+// MaxConsoleResources, each with its rules; and says how many it left out.
+func resourcesView(set *rulestore.Set, snap metrics.Snapshot, top []hotparam.RuleTop) ([]ConsoleResource, int) {
+	out := []ConsoleResource{}
+	at := map[string]int{} // resource -> index in out
+	for _, t := range snap.Resources {
+		totals := t.Totals
+		at[t.Resource] = len(out)
+		out = append(out, ConsoleResource{Resource: t.Resource, Allowed: t.Allowed, Blocked: t.Blocked,
+			Totals: &totals, Rules: []RuleRef{}, TopRule: -1})
+	}
+	more := 0
+	add := func(resource string, ref RuleRef) {
+		i, ok := at[resource]
+		if !ok {
+			if len(out) >= MaxConsoleResources {
+				more++
+				at[resource] = -1
+				return
+			}
+			i = len(out)
+			at[resource] = i
+			out = append(out, ConsoleResource{Resource: resource, Rules: []RuleRef{}, TopRule: -1})
+		}
+		if i >= 0 {
+			out[i].Rules = append(out[i].Rules, ref)
+		}
+	}
+	if set != nil {
+		blocked := make(map[int]uint64, len(top))
+		for _, t := range top {
+			for _, v := range t.ByBlocked {
+				blocked[t.Rule] += v.Blocked
+			}
+		}
+		for i, r := range set.Rules.Authority {
+			ref := RuleRef{Kind: "authority", Index: i, Label: authorityView(r).Strategy + " list"}
+			if j, ok := at[r.Resource]; ok && j >= 0 && out[j].Totals != nil {
+				ref.Blocks = out[j].Totals.Authority
+			}
+			add(r.Resource, ref)
+		}
+		for i, r := range set.Rules.ParamFlow {
+			v := paramView(r)
+			add(r.Resource, RuleRef{Kind: "param_flow", Index: i, Label: v.Grade + " on " + r.Param,
+				Shadow: r.Shadow, Blocks: blocked[i]})
+		}
+	}
+	for i := range out {
+		best := uint64(0)
+		for j, ref := range out[i].Rules {
+			if ref.Blocks > best {
+				best, out[i].TopRule = ref.Blocks, j
+			}
+		}
+	}
+	return out, more
+}
