@@ -15,6 +15,10 @@ import (
 // first, then the other resources the rules name, in rule order.
 const MaxConsoleResources = 200
 
+// MaxConsoleHotRules is the most hot-param rules the console lists: those with values counted
+// in their recent window, in rule order.
+const MaxConsoleHotRules = 50
+
 // consoleTopN is the number of values the console lists per hot-param rule and order.
 const consoleTopN = 10
 
@@ -34,8 +38,11 @@ type Console struct {
 	Rules         Rules             `json:"rules"` // as /rules shows them
 	Resources     []ConsoleResource `json:"resources"`
 	// MoreResources is how many resources the rules name beyond those listed.
-	MoreResources int           `json:"more_resources"`
+	MoreResources int `json:"more_resources"`
+	// Hot are the hot-param rules with values counted in their recent window; QuietHotRules
+	// is how many others there are (none counted recently, or past MaxConsoleHotRules).
 	Hot           []HotRule     `json:"hot"`
+	QuietHotRules int           `json:"quiet_hot_rules"`
 	Store         *ConsoleStore `json:"store"` // null when the metrics are not wired in
 }
 
@@ -52,16 +59,19 @@ type ConsoleResource struct {
 	TopRule int `json:"top_rule"`
 }
 
-// RuleRef names one rule of a resource and how many requests it blocked recently: an
-// authority rule over the window (shared by the resource's authority rules), a hot-param rule
-// over its own recent window (the current and the previous Duration), summed over its busiest
-// values.
+// RuleRef names one rule of a resource and how many requests it blocked (a shadow rule: would
+// have blocked, of those let through) in the window. An authority rule counts the resource's
+// authority refusals (shared when it has several); a hot-param rule its resource's param_flow
+// (shadow) results when it is the resource's only one of its kind, and otherwise, with Recent
+// set, what it blocked of its busiest values in its own recent window (its current and
+// previous Duration).
 type RuleRef struct {
 	Kind   string `json:"kind"`  // "authority" or "param_flow"
 	Index  int    `json:"index"` // in the rules file's list of that kind
 	Label  string `json:"label"`
 	Shadow bool   `json:"shadow"`
 	Blocks uint64 `json:"blocks"`
+	Recent bool   `json:"recent"`
 }
 
 // ConsoleStore is the shared store's state.
@@ -129,7 +139,14 @@ func consoleView(opts Options, now time.Time) Console {
 	var top []hotparam.RuleTop
 	if opts.Top != nil {
 		top = opts.Top(consoleTopN)
-		c.Hot = hotView(top, consoleTopN, opts.Redact, opts.Remaining, now).Rules
+		busy := make([]hotparam.RuleTop, 0, min(len(top), MaxConsoleHotRules))
+		for _, t := range top {
+			if (len(t.ByPassed) > 0 || len(t.ByBlocked) > 0) && len(busy) < MaxConsoleHotRules {
+				busy = append(busy, t)
+			}
+		}
+		c.QuietHotRules = len(top) - len(busy)
+		c.Hot = hotView(busy, consoleTopN, opts.Redact, opts.Remaining, now).Rules
 		markShadow(c.Hot, set)
 	}
 	var snap metrics.Snapshot
@@ -185,10 +202,29 @@ func resourcesView(set *rulestore.Set, snap metrics.Snapshot, top []hotparam.Rul
 			}
 			add(r.Resource, ref)
 		}
+		type kinds struct{ enforced, shadow int }
+		per := map[string]kinds{}
+		for _, r := range set.Rules.ParamFlow {
+			k := per[r.Resource]
+			if r.Shadow {
+				k.shadow++
+			} else {
+				k.enforced++
+			}
+			per[r.Resource] = k
+		}
 		for i, r := range set.Rules.ParamFlow {
-			v := paramView(r)
-			add(r.Resource, RuleRef{Kind: "param_flow", Index: i, Label: v.Grade + " on " + r.Param,
-				Shadow: r.Shadow, Blocks: blocked[i]})
+			ref := RuleRef{Kind: "param_flow", Index: i, Label: paramView(r).Grade + " on " + r.Param,
+				Shadow: r.Shadow, Blocks: blocked[i], Recent: true}
+			if j, ok := at[r.Resource]; ok && j >= 0 && out[j].Totals != nil {
+				switch k := per[r.Resource]; {
+				case r.Shadow && k.shadow == 1:
+					ref.Blocks, ref.Recent = out[j].Totals.Shadow, false
+				case !r.Shadow && k.enforced == 1:
+					ref.Blocks, ref.Recent = out[j].Totals.ParamFlow, false
+				}
+			}
+			add(r.Resource, ref)
 		}
 	}
 	for i := range out {

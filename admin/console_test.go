@@ -156,8 +156,9 @@ func TestConsoleData(t *testing.T) {
 	if orders.Allowed != nil || orders.Totals != nil || orders.TopRule != -1 || len(orders.Rules) != 1 {
 		t.Errorf("POST:/orders = %+v, want no counts, one rule, no top rule", orders)
 	}
-	if len(c.Hot) != 3 || !c.Hot[1].Shadow || c.Hot[0].Shadow {
-		t.Fatalf("hot = %+v, want 3 rules, the second a shadow rule", c.Hot)
+	// Rule 2 counted nothing: left out of the list, counted as quiet.
+	if len(c.Hot) != 2 || !c.Hot[1].Shadow || c.Hot[0].Shadow || c.QuietHotRules != 1 {
+		t.Fatalf("hot = %+v, quiet %d; want rules 0 and 1, the second a shadow rule, and 1 quiet", c.Hot, c.QuietHotRules)
 	}
 	if got := c.Hot[0].ByBlocked; len(got) != 1 || got[0].Value != "a" || got[0].Blocked != 1 || got[0].Passed != 2 {
 		t.Errorf("rule 0 by blocked = %+v, want a: 2 passed, 1 blocked", got)

@@ -33,7 +33,7 @@ type Traffic struct {
 
 // Store is the state of the shared store, as the metrics know it.
 type Store struct {
-	Enabled     bool              // a shared store is configured
+	Enabled     bool              // Options.BreakerOpen was given: a shared store may be configured
 	BreakerOpen bool              // calls are suspended after failures
 	Calls       uint64            // calls made, failed ones included
 	Errors      uint64            // calls failed

@@ -69,7 +69,8 @@ function ruleLine(ref, isTop) {
   const li = el("li", { class: isTop ? "top" : null, "data-rule": `${ref.kind}#${ref.index}` },
     el("span", {}, isTop ? "★ " : "", `${ref.kind} #${ref.index} ${ref.label} `,
       ref.shadow ? el("span", { class: "badge shadow" }, "shadow") : null),
-    el("span", { class: "n" }, `${ref.blocks} blocked`));
+    el("span", { class: "n", title: ref.recent ? "in the rule's own recent window" : "in the last 5 minutes" },
+      `${ref.blocks} ${ref.shadow ? "would block" : "blocked"}${ref.recent ? " (recent)" : ""}`));
   return li;
 }
 
@@ -82,15 +83,17 @@ function fillResource(card, r) {
     ["invalid", t.Invalid], ["other", t.Other]];
   const breakdown = el("p", { class: "breakdown" });
   for (const [name, v] of parts) {
-    breakdown.append(el("span", { "data-result": name, "data-count": v }, `${name} ${v}`), "  ");
+    breakdown.append(el("span", { "data-result": name, "data-count": v, class: v ? null : "zero" }, `${name} ${v}`), " ");
   }
   const children = [
     el("h3", {}, resourceName(r.resource)),
     el("div", { class: "nums" },
       num("allowed", allowedNow, "/s allowed", "allowed-now"),
-      num("blocked", blockedNow, "/s blocked", "blocked-now"),
+      num("blocked", blockedNow, "/s blocked", "blocked-now")),
+    el("div", { class: "nums five" },
+      el("span", { class: "lbl" }, "last 5 min:"),
       num("", allowed, "allowed", "allowed-total"),
-      num("", blocked, "blocked in 5 min", "blocked-total")),
+      num("", blocked, "blocked", "blocked-total")),
     r.allowed ? chart(r.allowed, r.blocked) : el("p", { class: "empty" }, "no traffic counted for it yet"),
     breakdown,
   ];
@@ -126,24 +129,32 @@ function renderResources(list, more) {
   m.textContent = more ? `${more} more resources named by the rules are not listed.` : "";
 }
 
+function known(v) { return v.remaining !== null && v.remaining !== undefined; }
+
+// valueTable lists values with their counts, and their remaining tokens when the service
+// knows them.
 function valueTable(caption, values) {
+  const withLeft = values.some(known);
   const body = el("tbody");
   for (const v of values) {
     body.append(el("tr", {},
       el("td", { class: "v" }, v.value),
       el("td", { class: "n" }, v.passed),
       el("td", { class: "n" }, v.blocked),
-      el("td", { class: "n" }, v.remaining === null || v.remaining === undefined ? "—" : v.remaining)));
+      withLeft ? el("td", { class: "n" }, known(v) ? v.remaining : "—") : null));
   }
-  if (!values.length) body.append(el("tr", {}, el("td", { colspan: 4, class: "empty" }, "none")));
+  if (!values.length) body.append(el("tr", {}, el("td", { colspan: withLeft ? 4 : 3, class: "empty" }, "none")));
   return el("div", { class: "scroll" }, el("table", {},
     el("caption", {}, caption),
     el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "value"), el("th", { scope: "col", class: "n" }, "passed"),
-      el("th", { scope: "col", class: "n" }, "blocked"), el("th", { scope: "col", class: "n" }, "remaining"))),
+      el("th", { scope: "col", class: "n" }, "blocked"), withLeft ? el("th", { scope: "col", class: "n" }, "remaining") : null)),
     body));
 }
 
-function renderHot(list) {
+function renderHot(list, quiet) {
+  const q = document.getElementById("quiet");
+  q.hidden = !quiet;
+  q.textContent = quiet ? `${quiet} more hot-param rules counted no value in their recent window (or are past the list's cap).` : "";
   const grid = document.getElementById("hot");
   for (const c of [...grid.children]) if (!("hotRule" in c.dataset)) c.remove();
   const seen = new Set();
@@ -165,7 +176,7 @@ function renderHot(list) {
   for (const [rule, card] of hotCards) {
     if (!seen.has(rule)) { card.remove(); hotCards.delete(rule); }
   }
-  if (!list.length) grid.replaceChildren(el("p", { class: "empty" }, "No hot-param rules in force."));
+  if (!list.length) grid.replaceChildren(el("p", { class: "empty" }, "No value counted recently."));
 }
 
 function describeParam(r) {
@@ -215,6 +226,10 @@ function renderStore(s) {
   const box = document.getElementById("store");
   if (!s) { box.replaceChildren(el("span", { class: "empty" }, "Not available.")); return; }
   if (!s.enabled) { box.replaceChildren(el("span", {}, "No shared store: every rule keeps its state in this replica.")); return; }
+  if (!s.calls && !s.breaker_open) {
+    box.replaceChildren(el("span", {}, "No call to a shared store so far: none is configured, or no cluster rule has been used."));
+    return;
+  }
   const fb = Object.entries(s.fallbacks).map(([k, v]) => `${k} ${v}`).join(", ") || "none";
   box.replaceChildren(
     el("span", { id: "breaker" }, "Breaker ", el("span", { class: "badge " + (s.breaker_open ? "open" : "closed") },
@@ -240,7 +255,7 @@ function render(d) {
   renderAlerts(r);
   renderStore(d.store);
   renderResources(d.resources, d.more_resources);
-  renderHot(d.hot);
+  renderHot(d.hot, d.quiet_hot_rules);
   renderRules(r);
   applyFilter();
   const live = document.getElementById("live");
