@@ -125,6 +125,16 @@ func writeText(w http.ResponseWriter, code int, body string) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
+	writeBody(w, code, body, err)
+}
+
+// writeCompactJSON is writeJSON without indentation, for bodies mostly made of numbers.
+func writeCompactJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	writeBody(w, code, body, err)
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte, err error) {
 	if err != nil {
 		writeText(w, http.StatusInternalServerError, "cannot encode response: "+err.Error()+"\n")
 		return

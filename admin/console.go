@@ -15,6 +15,9 @@ import (
 // first, then the other resources the rules name, in rule order.
 const MaxConsoleResources = 200
 
+// MaxConsoleRules is the most rules the console's rules table lists, authority rules first.
+const MaxConsoleRules = 500
+
 // MaxConsoleHotRules is the most hot-param rules the console lists: those with values counted
 // in their recent window, in rule order.
 const MaxConsoleHotRules = 50
@@ -34,9 +37,12 @@ var consoleFiles embed.FS
 type Console struct {
 	Time time.Time `json:"time"`
 	// WindowSeconds is the length of each resource's Allowed and Blocked series.
-	WindowSeconds int               `json:"window_seconds"`
-	Rules         Rules             `json:"rules"` // as /rules shows them
-	Resources     []ConsoleResource `json:"resources"`
+	WindowSeconds int `json:"window_seconds"`
+	// Rules are the rules in force as /rules shows them, at most MaxConsoleRules of them;
+	// MoreRules is how many are left out.
+	Rules     Rules             `json:"rules"`
+	MoreRules int               `json:"more_rules"`
+	Resources []ConsoleResource `json:"resources"`
 	// MoreResources is how many resources the rules name beyond those listed.
 	MoreResources int `json:"more_resources"`
 	// Hot are the hot-param rules with values counted in their recent window; QuietHotRules
@@ -108,7 +114,7 @@ func consoleHandlers(mux *http.ServeMux, opts Options) {
 			now = opts.Now
 		}
 		consoleHeaders(w)
-		writeJSON(w, http.StatusOK, consoleView(opts, now()))
+		writeCompactJSON(w, http.StatusOK, consoleView(opts, now()))
 	})
 }
 
@@ -157,6 +163,14 @@ func consoleView(opts Options, now time.Time) Console {
 			Errors: st.Errors, Fallbacks: st.Fallbacks}
 	}
 	c.Resources, c.MoreResources = resourcesView(set, snap, top)
+	if n := len(c.Rules.Authority); n > MaxConsoleRules {
+		c.MoreRules += n - MaxConsoleRules
+		c.Rules.Authority = c.Rules.Authority[:MaxConsoleRules]
+	}
+	if n, room := len(c.Rules.ParamFlow), MaxConsoleRules-len(c.Rules.Authority); n > room {
+		c.MoreRules += n - room
+		c.Rules.ParamFlow = c.Rules.ParamFlow[:room]
+	}
 	return c
 }
 

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -250,7 +251,7 @@ func TestConsolePages(t *testing.T) {
 	}
 	// With nothing wired in, the data still renders.
 	code, _, body := get(t, h, "/console/data")
-	if code != http.StatusOK || !strings.Contains(body, `"store": null`) {
+	if code != http.StatusOK || !strings.Contains(body, `"store":null`) {
 		t.Errorf("GET /console/data with empty Options = %d %s", code, body)
 	}
 }
@@ -272,4 +273,62 @@ func TestHotRemaining(t *testing.T) {
 	if got[0].Remaining == nil || *got[0].Remaining != 7 || got[1].Remaining != nil {
 		t.Errorf("remaining = %v, %v; want 7, null", got[0].Remaining, got[1].Remaining)
 	}
+}
+
+// TestConsoleDataBounded: with more rules and resources than the console lists, the data stays
+// small and says how much it left out.
+func TestConsoleDataBounded(t *testing.T) {
+	const n = 2000
+	var b strings.Builder
+	b.WriteString("param_flow:\n")
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("GET:/r/%04d", i)
+		fmt.Fprintf(&b, "  - {resource: %q, param: p, grade: qps, count: 5, duration: 1s, capacity: 10}\n", names[i])
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := rulestore.New(rulestore.Options{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	m := metrics.New(metrics.Options{NoRuntime: true, Now: func() time.Time { return now }})
+	m.SetResources(names)
+	for _, r := range names {
+		m.Decision("ext_authz", "", r, "ok", 0)
+	}
+	h := New(Options{
+		Rules:   store.Current,
+		Top:     func(k int) []hotparam.RuleTop { return store.Current().ParamFlow.Top(now, k) },
+		Traffic: m.Snapshot,
+		Now:     func() time.Time { return now },
+	})
+	_, _, body := get(t, h, "/console/data")
+	var c Console
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what      string
+		got, want int
+	}{
+		{"resources listed", len(c.Resources), MaxConsoleResources},
+		{"resources left out", c.MoreResources, n - MaxConsoleResources + 1}, // "other" is listed too
+		{"rules listed", len(c.Rules.ParamFlow), MaxConsoleRules},
+		{"rules left out", c.MoreRules, n - MaxConsoleRules},
+		{"hot rules listed", len(c.Hot), 0},
+		{"quiet hot rules", c.QuietHotRules, n},
+	}
+	for _, tt := range checks {
+		if tt.got != tt.want {
+			t.Errorf("%s = %d, want %d", tt.what, tt.got, tt.want)
+		}
+	}
+	if len(body) > 512<<10 {
+		t.Errorf("/console/data with %d rules = %d bytes, want <= 512 KiB", n, len(body))
+	}
+	t.Logf("/console/data with %d rules: %d bytes", n, len(body))
 }

@@ -190,7 +190,7 @@ function describeParam(r) {
   return d;
 }
 
-function renderRules(rules) {
+function renderRules(rules, more) {
   const body = document.querySelector("#rules tbody");
   const rows = [];
   rules.authority.forEach((r, i) => rows.push(el("tr", {},
@@ -201,7 +201,8 @@ function renderRules(rules) {
     el("td", {}, describeParam(r), r.shadow ? " " : null, r.shadow ? el("span", { class: "badge shadow" }, "shadow") : null))));
   body.replaceChildren(...rows);
   document.getElementById("rules-caption").textContent =
-    `Version ${rules.version}, ${rules.authority.length} authority and ${rules.param_flow.length} hot-param rules`;
+    `Version ${rules.version}, ${rules.authority.length} authority and ${rules.param_flow.length} hot-param rules` +
+    (more ? ` listed; ${more} more not listed (see /rules)` : "");
 }
 
 function renderAlerts(rules) {
@@ -248,7 +249,7 @@ function applyFilter() {
 
 function render(d) {
   const r = d.rules;
-  const count = r.authority.length + r.param_flow.length;
+  const count = r.authority.length + r.param_flow.length + d.more_rules;
   document.getElementById("summary").textContent =
     `Rules version ${r.version} · ${count} rules · loaded ${fmtTime(r.loaded_at)}` + (r.file ? ` from ${r.file}` : "");
   document.getElementById("window").textContent = Math.round(d.window_seconds / 60);
@@ -256,7 +257,7 @@ function render(d) {
   renderStore(d.store);
   renderResources(d.resources, d.more_resources);
   renderHot(d.hot, d.quiet_hot_rules);
-  renderRules(r);
+  renderRules(r, d.more_rules);
   applyFilter();
   const live = document.getElementById("live");
   live.textContent = `Updated ${new Date(d.time).toLocaleTimeString()}`;
