@@ -354,3 +354,27 @@ func BenchmarkScrape100kRules(b *testing.B) {
 	wg.Wait()
 	b.ReportMetric(float64(size), "bytes/scrape")
 }
+
+// TestSweepDeletesStraySeries: a decision that raced with an eviction can recreate the series
+// of a resource without a label; the next rebalance deletes it, so the cap holds.
+func TestSweepDeletesStraySeries(t *testing.T) {
+	clk := newClock(t0)
+	m := New(Options{NoRuntime: true, MaxResources: 1, Now: clk.now})
+	m.SetResources([]string{"a", "b"})
+	m.Decision("ext_authz", "", "a", "ok", 0) // a takes the one label
+	// What the losing side of the race leaves: a series for b, which has no label. A scrape
+	// (which runs the rebalance beside the other collectors) deletes it for the next ones.
+	for range 2 {
+		m.decisions.WithLabelValues("ext_authz", "", "b", "ok").Inc()
+		if _, err := m.Registry().Gather(); err != nil {
+			t.Fatal(err)
+		}
+		if got := find(t, m, "extauthz_decisions_total", map[string]string{"resource": "b"}); got != nil {
+			t.Error("the stray series of b survived a rebalance")
+		}
+		clk.add(RebalanceEvery)
+	}
+	if find(t, m, "extauthz_decisions_total", map[string]string{"resource": "a"}) == nil {
+		t.Error("the rebalance deleted a's series")
+	}
+}
