@@ -267,13 +267,16 @@ function render(d) {
 async function poll() {
   clearTimeout(timer);
   if (paused) return;
-  const live = document.getElementById("live");
+  // Problems go to an alert region, read out once; the time of each update is not.
+  const problem = document.getElementById("problem");
   try {
     const resp = await fetch("/console/data", { cache: "no-store" });
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     render(await resp.json());
+    if (problem.textContent) problem.textContent = "";
   } catch (e) {
-    live.textContent = `Cannot reach the service (${e.message}); retrying.`;
+    const text = `Cannot reach the service (${e.message}); retrying.`;
+    if (problem.textContent !== text) problem.textContent = text;
   }
   if (!paused) timer = setTimeout(poll, document.hidden ? POLL_MS * 5 : POLL_MS);
 }
