@@ -275,10 +275,10 @@ func TestHotRemaining(t *testing.T) {
 	}
 }
 
-// TestConsoleDataBounded: with more rules and resources than the console lists, the data stays
-// small and says how much it left out.
-func TestConsoleDataBounded(t *testing.T) {
-	const n = 2000
+// manyRulesConsole serves the console over n hot-param rules on n resources, each with one
+// decision recorded.
+func manyRulesConsole(tb testing.TB, n int) http.Handler {
+	tb.Helper()
 	var b strings.Builder
 	b.WriteString("param_flow:\n")
 	names := make([]string, n)
@@ -286,13 +286,13 @@ func TestConsoleDataBounded(t *testing.T) {
 		names[i] = fmt.Sprintf("GET:/r/%04d", i)
 		fmt.Fprintf(&b, "  - {resource: %q, param: p, grade: qps, count: 5, duration: 1s, capacity: 10}\n", names[i])
 	}
-	file := filepath.Join(t.TempDir(), "rules.yaml")
+	file := filepath.Join(tb.TempDir(), "rules.yaml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	store, err := rulestore.New(rulestore.Options{File: file})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.Options{NoRuntime: true, Now: func() time.Time { return now }})
@@ -300,12 +300,19 @@ func TestConsoleDataBounded(t *testing.T) {
 	for _, r := range names {
 		m.Decision("ext_authz", "", r, "ok", 0)
 	}
-	h := New(Options{
+	return New(Options{
 		Rules:   store.Current,
 		Top:     func(k int) []hotparam.RuleTop { return store.Current().ParamFlow.Top(now, k) },
 		Traffic: m.Snapshot,
 		Now:     func() time.Time { return now },
 	})
+}
+
+// TestConsoleDataBounded: with more rules and resources than the console lists, the data stays
+// small and says how much it left out.
+func TestConsoleDataBounded(t *testing.T) {
+	const n = 2000
+	h := manyRulesConsole(t, n)
 	_, _, body := get(t, h, "/console/data")
 	var c Console
 	if err := json.Unmarshal([]byte(body), &c); err != nil {
@@ -331,4 +338,18 @@ func TestConsoleDataBounded(t *testing.T) {
 		t.Errorf("/console/data with %d rules = %d bytes, want <= 512 KiB", n, len(body))
 	}
 	t.Logf("/console/data with %d rules: %d bytes", n, len(body))
+}
+
+// BenchmarkConsoleData measures one poll of the console with 2,000 rules and 100 resources
+// with per-second counts.
+func BenchmarkConsoleData(b *testing.B) {
+	h := manyRulesConsole(b, 2000)
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/console/data", nil))
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/poll")
 }
