@@ -1,15 +1,17 @@
 // Package admin serves the service's admin HTTP endpoints: health, readiness, metrics, the rules
-// in force and the busiest parameter values.
+// in force, the busiest parameter values, profiles, and the live console at / that shows them.
 package admin
 
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -20,7 +22,8 @@ const DefaultTopN = 10
 const MaxTopN = 1000
 
 // Options say where the handler gets what it shows. Every field may be nil: the endpoint that
-// needs it then answers 404 (Metrics, Rules, Top) or 503 (Ready).
+// needs it then answers 404 (Metrics, Rules, Top) or 503 (Ready), and the console leaves out
+// what it would show.
 type Options struct {
 	// Ready reports whether the service is ready to take traffic.
 	Ready func() bool
@@ -32,6 +35,20 @@ type Options struct {
 	LastError func() *rulestore.LoadError
 	// Top returns the n busiest values of each hot-param rule.
 	Top func(n int) []hotparam.RuleTop
+	// Traffic returns the per-second decisions of the last minutes and the shared store's
+	// state (metrics.Metrics.Snapshot), for the console.
+	Traffic func(now time.Time) metrics.Snapshot
+	// Remaining returns the whole tokens (or free slots) left now for value of the hot-param
+	// rule at index rule, if known; /hot and the console show null where it is nil or says no.
+	Remaining func(now time.Time, rule int, value string) (int64, bool)
+	// Redact turns a param's value into what /hot and the console show (e.g. a keyed hash of
+	// a sensitive one); nil shows values as they are.
+	Redact func(param, value string) string
+	// Now is the clock of the console and /hot; nil means time.Now.
+	Now func() time.Time
+	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or trace
+	// costs the service while it runs, and the profiles show internals.
+	PProf bool
 }
 
 // New returns the admin handler. It is safe for concurrent use.
@@ -72,8 +89,25 @@ func New(opts Options) http.Handler {
 				}
 				n = v
 			}
-			writeJSON(w, http.StatusOK, hotView(opts.Top(n), n))
+			now := time.Now
+			if opts.Now != nil {
+				now = opts.Now
+			}
+			hot := hotView(opts.Top(n), n, opts.Redact, opts.Remaining, now())
+			if opts.Rules != nil {
+				markShadow(hot.Rules, opts.Rules())
+			}
+			writeJSON(w, http.StatusOK, hot)
 		})
+	}
+	consoleHandlers(mux, opts)
+	if opts.PProf {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // named profiles: heap, goroutine, ...
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }
@@ -91,6 +125,16 @@ func writeText(w http.ResponseWriter, code int, body string) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
+	writeBody(w, code, body, err)
+}
+
+// writeCompactJSON is writeJSON without indentation, for bodies mostly made of numbers.
+func writeCompactJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	writeBody(w, code, body, err)
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte, err error) {
 	if err != nil {
 		writeText(w, http.StatusInternalServerError, "cannot encode response: "+err.Error()+"\n")
 		return
@@ -236,38 +280,63 @@ type HotRule struct {
 	Rule      int        `json:"rule"`
 	Resource  string     `json:"resource"`
 	Param     string     `json:"param"`
+	Shadow    bool       `json:"shadow"` // evaluated and counted, never blocks
 	ByPassed  []HotValue `json:"by_passed"`
 	ByBlocked []HotValue `json:"by_blocked"`
 }
 
-// HotValue is one value's counts in the recent window.
-type HotValue struct {
-	Value   string `json:"value"`
-	Passed  uint64 `json:"passed"`
-	Blocked uint64 `json:"blocked"`
+// markShadow sets Shadow on the rules of hot that are shadow rules in set.
+func markShadow(hot []HotRule, set *rulestore.Set) {
+	if set == nil {
+		return
+	}
+	rules := set.Rules.ParamFlow
+	for i := range hot {
+		if r := hot[i].Rule; r >= 0 && r < len(rules) {
+			hot[i].Shadow = rules[r].Shadow
+		}
+	}
 }
 
-func hotView(top []hotparam.RuleTop, n int) Hot {
+// HotValue is one value's counts in the recent window.
+type HotValue struct {
+	Value     string `json:"value"` // as Options.Redact shows it
+	Passed    uint64 `json:"passed"`
+	Blocked   uint64 `json:"blocked"`
+	Remaining *int64 `json:"remaining"` // tokens or slots left now; null when unknown
+}
+
+// hotView renders top with at most n values per list, each value through redact (when not
+// nil) and with its remaining tokens from remaining (when not nil).
+func hotView(top []hotparam.RuleTop, n int, redact func(param, value string) string,
+	remaining func(now time.Time, rule int, value string) (int64, bool), now time.Time) Hot {
 	v := Hot{N: n, Rules: make([]HotRule, 0, len(top))}
+	values := func(t hotparam.RuleTop, in []hotparam.TopValue) []HotValue {
+		if len(in) > n {
+			in = in[:n]
+		}
+		out := make([]HotValue, len(in))
+		for i, tv := range in {
+			out[i] = HotValue{Value: tv.Value, Passed: tv.Passed, Blocked: tv.Blocked}
+			if remaining != nil {
+				if left, ok := remaining(now, t.Rule, tv.Value); ok {
+					out[i].Remaining = &left
+				}
+			}
+			if redact != nil {
+				out[i].Value = redact(t.Param, tv.Value)
+			}
+		}
+		return out
+	}
 	for _, t := range top {
 		v.Rules = append(v.Rules, HotRule{
 			Rule:      t.Rule,
 			Resource:  t.Resource,
 			Param:     t.Param,
-			ByPassed:  hotValues(t.ByPassed, n),
-			ByBlocked: hotValues(t.ByBlocked, n),
+			ByPassed:  values(t, t.ByPassed),
+			ByBlocked: values(t, t.ByBlocked),
 		})
 	}
 	return v
-}
-
-func hotValues(in []hotparam.TopValue, n int) []HotValue {
-	if len(in) > n {
-		in = in[:n]
-	}
-	out := make([]HotValue, len(in))
-	for i, t := range in {
-		out[i] = HotValue{Value: t.Value, Passed: t.Passed, Blocked: t.Blocked}
-	}
-	return out
 }

@@ -228,3 +228,24 @@ func TestMethodNotAllowed(t *testing.T) {
 		t.Errorf("POST /readyz = %d, want 405", rec.Code)
 	}
 }
+
+func TestPProf(t *testing.T) {
+	tests := []struct {
+		pprof      bool
+		target     string
+		wantStatus int
+		wantBody   string
+	}{
+		{false, "/debug/pprof/", http.StatusNotFound, ""},
+		{false, "/debug/pprof/goroutine?debug=1", http.StatusNotFound, ""},
+		{true, "/debug/pprof/", http.StatusOK, "goroutine"},
+		{true, "/debug/pprof/goroutine?debug=1", http.StatusOK, "TestPProf"},
+		{true, "/debug/pprof/cmdline", http.StatusOK, "admin.test"},
+	}
+	for _, tt := range tests {
+		code, _, body := get(t, New(Options{PProf: tt.pprof}), tt.target)
+		if code != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
+			t.Errorf("PProf=%v GET %s = %d (%.80q), want %d containing %q", tt.pprof, tt.target, code, body, tt.wantStatus, tt.wantBody)
+		}
+	}
+}

@@ -1,8 +1,15 @@
-// Package metrics records the service's Prometheus metrics on a registry of its own.
+// Package metrics records the service's Prometheus metrics on a registry of its own, and the
+// per-second decision counts of the last few minutes that the admin console shows.
+//
+// Series stay bounded whatever the number of rules: at most Options.MaxResources resources
+// have a label value of their own in extauthz_decisions_total (the first to see traffic; a
+// resource idle for a whole Window gives its label to the busiest resource without one), and
+// at most Options.MaxRules hot-param rules have their own tracked-values and evictions series
+// (those with the most evictions, then the most tracked values). Everything else is counted
+// under the label value Other.
 package metrics
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +20,10 @@ import (
 	"github.com/extauthz/extauthz/hotparam"
 )
 
-// Other is the label value that stands for every resource not named by the rules in force, and
-// for domains past MaxDomains, so that callers cannot grow the label sets without bound.
+// Other is the label value that stands for every resource not named by the rules in force or
+// past the cap on resources, for hot-param rules past the cap on rules, and for domains past
+// MaxDomains, so that neither callers nor a large rules file can grow the label sets without
+// bound.
 const Other = "other"
 
 // MaxDomains is the most distinct rate-limit domains given a label value of their own.
@@ -30,20 +39,40 @@ type Options struct {
 	BreakerOpen func() bool
 	// NoRuntime leaves out the Go runtime and process collectors.
 	NoRuntime bool
+	// MaxResources is the most resources given a label value of their own in
+	// extauthz_decisions_total and a ring of per-second counts (9.6 KB each) in Snapshot; 0
+	// means DefaultMaxResources. The others are counted under Other.
+	MaxResources int
+	// MaxRules is the most hot-param rules given series of their own; 0 means
+	// DefaultMaxRules. The others are summed under Other.
+	MaxRules int
+	// Now is the clock of the per-second counts; nil means time.Now.
+	Now func() time.Time
 }
 
 // Metrics holds the service's collectors and the registry they are registered on. It is safe for
 // concurrent use. Its methods are cheap enough for the request path: label values are resolved
-// against a map held in an atomic pointer, and no lock is taken.
+// against maps held in atomic pointers, and the only lock taken is the one of the resource's
+// ring of per-second counts (rarely, mu: to label one of the first resources seen, or a new
+// domain).
 type Metrics struct {
-	registry *prometheus.Registry
+	registry     *prometheus.Registry
+	now          func() time.Time
+	maxResources int
 
-	// resources are the resources named by the rules in force; others are counted as Other.
-	resources atomic.Pointer[map[string]struct{}]
+	// none and other count, per second, the decisions no rule applied to and those of
+	// resources without a label of their own.
+	none, other ring
 
-	// domains are the domains seen so far (at most MaxDomains), read without a lock; mu
-	// serialises adding one (copy on write).
-	mu      sync.Mutex
+	// mu serialises changes to resources, labelled, nextRebalance and domains; all are read
+	// without it.
+	mu sync.Mutex
+	// resources are the resources named by the rules in force (copy on write); labelled is
+	// how many of them have a ring, at most maxResources.
+	resources     atomic.Pointer[table]
+	labelled      atomic.Int64
+	nextRebalance time.Time
+	// domains are the domains seen so far (at most MaxDomains), copy on write.
 	domains atomic.Pointer[map[string]struct{}]
 
 	decisions     *prometheus.CounterVec
@@ -58,15 +87,28 @@ type Metrics struct {
 	redisLatency  prometheus.Histogram
 	redisFallback *prometheus.CounterVec
 	redisBreaker  prometheus.GaugeFunc
+	breakerOpen   func() bool // nil without a shared store
 }
 
 // New builds Metrics with a fresh registry.
 func New(opts Options) *Metrics {
+	if opts.MaxResources <= 0 {
+		opts.MaxResources = DefaultMaxResources
+	}
+	if opts.MaxRules <= 0 {
+		opts.MaxRules = DefaultMaxRules
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
+		registry:     prometheus.NewRegistry(),
+		now:          opts.Now,
+		maxResources: opts.MaxResources,
+		breakerOpen:  opts.BreakerOpen,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_decisions_total",
-			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule applied, \"other\" for one no rule names) and result.",
+			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule applied, \"other\" for one no rule names or past the cap on resources) and result.",
 		}, []string{"api", "domain", "resource", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "extauthz_decision_duration_seconds",
@@ -121,7 +163,7 @@ func New(opts Options) *Metrics {
 			return 0
 		}),
 	}
-	noResources, noDomains := map[string]struct{}{}, map[string]struct{}{}
+	noResources, noDomains := table{}, map[string]struct{}{}
 	m.resources.Store(&noResources)
 	m.domains.Store(&noDomains)
 	m.lastReloadOK.Set(1)
@@ -129,8 +171,10 @@ func New(opts Options) *Metrics {
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.logsDropped, m.redisCalls, m.redisLatency,
 		m.redisFallback, m.redisBreaker)
+	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
+		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	if opts.RuleStats != nil {
-		m.registry.MustRegister(newRuleCollector(opts.RuleStats))
+		m.registry.MustRegister(newRuleCollector(opts.RuleStats, opts.MaxRules))
 	}
 	if !opts.NoRuntime {
 		m.registry.MustRegister(collectors.NewGoCollector(),
@@ -141,26 +185,6 @@ func New(opts Options) *Metrics {
 
 // Registry returns the registry every collector of m is registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
-
-// SetResources sets the resources named by the rules in force; decisions for any other resource
-// are counted under Other.
-func (m *Metrics) SetResources(resources []string) {
-	set := make(map[string]struct{}, len(resources))
-	for _, r := range resources {
-		set[r] = struct{}{}
-	}
-	m.resources.Store(&set)
-}
-
-func (m *Metrics) resourceLabel(resource string) string {
-	if resource == "" {
-		return "" // no rule applied
-	}
-	if _, ok := (*m.resources.Load())[resource]; ok {
-		return resource
-	}
-	return Other
-}
 
 func (m *Metrics) domainLabel(domain string) string {
 	if domain == "" {
@@ -192,12 +216,14 @@ func (m *Metrics) domainLabel(domain string) string {
 }
 
 // Decision records one answer of api (ext_authz or ratelimit) for resource, with its result and
-// the time it took. domain is the rate-limit domain ("" for ext_authz); resource is "" when no
-// rule applied, and counted as Other when the rules in force do not name it.
+// the time it took, and counts it in the resource's per-second counts. domain is the rate-limit
+// domain ("" for ext_authz); resource is "" when no rule applied, and counted as Other when
+// the rules in force do not name it or it is past the cap on resources.
 func (m *Metrics) Decision(api, domain, resource, result string, latency time.Duration) {
+	label := m.label(resource, kindOf(result))
 	// GetMetricWithLabelValues rather than WithLabelValues: a label value that is not valid
 	// UTF-8 is an error to drop, never a panic on the request path.
-	if c, err := m.decisions.GetMetricWithLabelValues(api, m.domainLabel(domain), m.resourceLabel(resource), result); err == nil {
+	if c, err := m.decisions.GetMetricWithLabelValues(api, m.domainLabel(domain), label, result); err == nil {
 		c.Inc()
 	}
 	if h, err := m.latency.GetMetricWithLabelValues(api); err == nil {
@@ -241,45 +267,5 @@ func (m *Metrics) RedisCall(latency time.Duration, err error) {
 func (m *Metrics) RedisFallback(policy string) {
 	if c, err := m.redisFallback.GetMetricWithLabelValues(policy); err == nil {
 		c.Inc()
-	}
-}
-
-// ruleCollector reads the hot-param counters at scrape time.
-type ruleCollector struct {
-	stats     func() ([]hotparam.Rule, []hotparam.RuleStats)
-	tracked   *prometheus.Desc
-	evictions *prometheus.Desc
-}
-
-func newRuleCollector(stats func() ([]hotparam.Rule, []hotparam.RuleStats)) *ruleCollector {
-	labels := []string{"rule", "resource", "param"}
-	return &ruleCollector{
-		stats: stats,
-		tracked: prometheus.NewDesc("extauthz_hotparam_tracked_values",
-			"Distinct values tracked now by a hot-param rule.", labels, nil),
-		evictions: prometheus.NewDesc("extauthz_hotparam_evictions_total",
-			"Values a hot-param rule evicted to stay within its capacity (since the rule's state was created).", labels, nil),
-	}
-}
-
-func (c *ruleCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.tracked
-	ch <- c.evictions
-}
-
-func (c *ruleCollector) Collect(ch chan<- prometheus.Metric) {
-	rules, stats := c.stats()
-	for _, s := range stats {
-		if s.Rule < 0 || s.Rule >= len(rules) {
-			continue // stats of a rule we cannot name: skip rather than emit a bad label
-		}
-		r := rules[s.Rule]
-		idx := strconv.Itoa(s.Rule)
-		if m, err := prometheus.NewConstMetric(c.tracked, prometheus.GaugeValue, float64(s.Tracked), idx, r.Resource, r.Param); err == nil {
-			ch <- m
-		}
-		if m, err := prometheus.NewConstMetric(c.evictions, prometheus.CounterValue, float64(s.Evictions), idx, r.Resource, r.Param); err == nil {
-			ch <- m
-		}
 	}
 }

@@ -138,6 +138,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 			Rules:     store.Current,
 			LastError: store.LastError,
 			Top:       s.top,
+			Traffic:   s.metrics.Snapshot,
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
