@@ -4,12 +4,10 @@ import (
 	"context"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/maypok86/otter/v2"
 )
 
 func benchLimiter(b *testing.B, capacity int) *Limiter {
@@ -94,34 +92,6 @@ func BenchmarkCheckMultiRule(b *testing.B) {
 			l.Check(ctx, t0, e, CheckOptions{}, st)
 		}
 	})
-}
-
-// BenchmarkMemoryPerValueOtter is the comparison behind the store's design: the same 1,000,000
-// values (12-byte keys) and per-value state in an otter W-TinyLFU cache of pointers.
-func BenchmarkMemoryPerValueOtter(b *testing.B) {
-	const n = 1_000_000
-	type value struct {
-		mu sync.Mutex
-		st state
-		counters
-	}
-	for range b.N {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		c := otter.Must(&otter.Options[string, *value]{MaximumSize: n})
-		buf := make([]byte, 0, 32)
-		for i := range n {
-			buf = strconv.AppendInt(append(buf[:0], "item-"...), int64(1_000_000+i), 10)
-			c.Set(string(buf), &value{})
-		}
-		c.CleanUp()
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(c.EstimatedSize()), "bytes/value")
-		runtime.KeepAlive(c)
-		c.StopAllGoroutines()
-	}
 }
 
 // allowRemote allows every op at once; it is safe for concurrent use.
