@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 func benchLimiter(b *testing.B, capacity int) *Limiter {
