@@ -70,6 +70,10 @@ type Entry struct {
 	Resource string
 	Params   []Param
 	Hits     int64 // tokens asked; 0 means 1
+	// Probe checks without consuming: the entry is decided (and its Status filled) as if it
+	// asked Hits tokens, but takes no token, no slot and no place in a queue. Envoy sends it as
+	// a descriptor's explicit hits_addend of 0.
+	Probe bool
 	// Release marks negative hits: it gives back concurrency, and tokens on Refund rules; other
 	// rules ignore it. A release never blocks.
 	Release bool
