@@ -1,0 +1,5 @@
+// Package istio holds the Istio example: extauthz as a mesh ext_authz provider
+// (meshconfig.yaml), an AuthorizationPolicy with action CUSTOM, and an EnvoyFilter adding the
+// rate-limit filter with descriptors for the hot-param rules. Its tests decode each into
+// Istio's and Envoy's own API types, strictly.
+package istio
