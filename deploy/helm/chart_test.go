@@ -235,3 +235,19 @@ func TestLint(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesSchema: values.schema.json rejects a misspelt or mistyped value at render time,
+// which Helm would otherwise ignore.
+func TestValuesSchema(t *testing.T) {
+	for name, values := range map[string]string{
+		"misspelt key":       "autoscalling: {enabled: true}\n",
+		"misspelt nested":    "redis: {adrs: [r:6379]}\n",
+		"bad fallback":       "redis: {fallback: sometimes}\n",
+		"port out of range":  "ports: {grpc: 70000}\n",
+		"replicas as string": "replicaCount: two\n",
+	} {
+		if _, err := render(t, values); err == nil {
+			t.Errorf("%s: rendered without error", name)
+		}
+	}
+}
