@@ -46,8 +46,11 @@ rules_file: %s
 store:
   redis:
     addrs: ["%s"]
+    # Generous, so that a loaded machine's slow answers are not failures.
+    timeout: 1s
     breaker_failures: 3
-    breaker_cooldown: 1h
+    # While Redis is dead, the probe every 2s fails and the breaker stays open.
+    breaker_cooldown: 2s
     fallback: local
 authz:
   resource: "{method}:{path}"
@@ -116,6 +119,10 @@ func TestPackAgainstBinary(t *testing.T) {
 		Binary: path,
 		Args:   []string{"serve", "--config", cfgFile, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
 	})
+
+	// The store connects in the background: wait for it, so that the first round's calls
+	// reach Redis.
+	waitMetric(t, proc, "extauthz_redis_breaker_open 0")
 
 	prom := startPrometheus(t, promPath, proc.AdminAddr)
 	prom.waitFor(t, `up{job="extauthz"} == 1`, 30*time.Second)
@@ -491,4 +498,20 @@ func anyNumber(res []sample) bool {
 		}
 	}
 	return false
+}
+
+// waitMetric waits until the service's own /metrics has line.
+func waitMetric(t *testing.T, p *testbin.Proc, line string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := p.Get(t, "/metrics")
+		if strings.Contains(body, "\n"+line+"\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %q", line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
