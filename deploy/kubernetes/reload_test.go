@@ -6,12 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/extauthz/extauthz/deploy/internal/checks"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/deploy/internal/service"
 )
 
 // kubeletVolume lays out a ConfigMap volume as the kubelet's atomic writer does: the data in
@@ -69,7 +67,7 @@ func (v *kubeletVolume) update(data map[string]string) {
 // when the ConfigMap changes: the running process applies the new rules (version 2), and then
 // keeps them, still ready, when an update is rejected.
 func TestRulesConfigMapReloadsInPlace(t *testing.T) {
-	bin := checks.Binary(t)
+	bin := service.Binary(t)
 	objs := render(t, "overlays/memory", "")
 	rules := objs.Find("ConfigMap", "extauthz-rules").(*corev1.ConfigMap)
 	var config *corev1.ConfigMap
@@ -85,12 +83,9 @@ func TestRulesConfigMapReloadsInPlace(t *testing.T) {
 	vol := newKubeletVolume(t, rules.Data)
 
 	// The rendered config, with the mount's path and loopback listeners for the test.
-	proc := testbin.Start(t, testbin.Options{
-		Binary: bin,
-		Args: []string{"serve", "--config", cfgFile, "--rules", filepath.Join(vol.dir, "rules.yaml"),
-			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
-	})
-	waitMetric(t, proc, "extauthz_rules_version 1")
+	proc := service.Start(t, bin, "serve", "--config", cfgFile, "--rules", filepath.Join(vol.dir, "rules.yaml"),
+		"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	proc.WaitMetric(t, "extauthz_rules_version 1")
 
 	more := rules.Data["rules.yaml"] + `
   - resource: "GET:/reports"
@@ -100,29 +95,14 @@ func TestRulesConfigMapReloadsInPlace(t *testing.T) {
     duration: 1s
 `
 	vol.update(map[string]string{"rules.yaml": more})
-	waitMetric(t, proc, "extauthz_rules_version 2")
+	proc.WaitMetric(t, "extauthz_rules_version 2")
 
 	vol.update(map[string]string{"rules.yaml": "param_flow: [{resource: x, grade: nonsense}]\n"})
-	waitMetric(t, proc, "extauthz_rules_last_load_success 0")
+	proc.WaitMetric(t, "extauthz_rules_last_load_success 0")
 	if _, body := proc.Get(t, "/metrics"); !strings.Contains(body, "\nextauthz_rules_version 2\n") {
 		t.Error("a rejected update changed the rules in force")
 	}
 	if code, _ := proc.Get(t, "/readyz"); code != 200 {
 		t.Errorf("/readyz %d after a rejected update, want 200: the old rules still serve", code)
-	}
-}
-
-func waitMetric(t *testing.T, p *testbin.Proc, line string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, body := p.Get(t, "/metrics")
-		if strings.Contains(body, "\n"+line+"\n") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %q", line)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

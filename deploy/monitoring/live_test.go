@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,15 +25,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/extauthz/extauthz/internal/redistest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/deploy/internal/service"
 )
-
-var bin = testbin.Lazy{ModuleRoot: "../.."}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	bin.Close()
+	service.Cleanup()
 	os.Exit(code)
 }
 
@@ -107,22 +103,19 @@ param_flow:
 // report each alert pending or firing.
 func TestPackAgainstBinary(t *testing.T) {
 	promPath := tool(t, "prometheus")
-	path := bin.Path(t)
+	path := service.Binary(t)
 	dir := t.TempDir()
 
 	rulesFile := filepath.Join(dir, "rules.yaml")
 	writeAtomic(t, rulesFile, liveRules)
 	cfgFile := filepath.Join(dir, "extauthz.yaml")
-	redis := redistest.Start(t)
-	writeAtomic(t, cfgFile, fmt.Sprintf(liveConfig, rulesFile, redis.Addr()))
-	proc := testbin.Start(t, testbin.Options{
-		Binary: path,
-		Args:   []string{"serve", "--config", cfgFile, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
-	})
+	redis := service.StartRedis(t)
+	writeAtomic(t, cfgFile, fmt.Sprintf(liveConfig, rulesFile, redis.Addr))
+	proc := service.Start(t, path, "serve", "--config", cfgFile, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 
 	// The store connects in the background: wait for it, so that the first round's calls
 	// reach Redis.
-	waitMetric(t, proc, "extauthz_redis_breaker_open 0")
+	proc.WaitMetric(t, "extauthz_redis_breaker_open 0")
 
 	prom := startPrometheus(t, promPath, proc.AdminAddr)
 	prom.waitFor(t, `up{job="extauthz"} == 1`, 30*time.Second)
@@ -314,18 +307,6 @@ func writeAtomic(t *testing.T, path, body string) {
 	}
 }
 
-// deadAddr returns a loopback address where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // prometheus is a real Prometheus server scraping the service every second.
 type prometheus struct {
 	base string
@@ -351,7 +332,7 @@ scrape_configs:
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	listen := deadAddr(t) // a free port, given to Prometheus
+	listen := service.FreeAddr(t) // given to Prometheus
 	cmd := exec.Command(path,
 		"--config.file="+cfgFile,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -498,20 +479,4 @@ func anyNumber(res []sample) bool {
 		}
 	}
 	return false
-}
-
-// waitMetric waits until the service's own /metrics has line.
-func waitMetric(t *testing.T, p *testbin.Proc, line string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, body := p.Get(t, "/metrics")
-		if strings.Contains(body, "\n"+line+"\n") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %q", line)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -6,7 +6,6 @@
 package checks
 
 import (
-	"bufio"
 	"bytes"
 	"net"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -29,8 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/deploy/internal/service"
 )
 
 // Meta returns the ObjectMeta of a decoded Kubernetes object.
@@ -88,17 +85,17 @@ func (c *Chart) Check(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(c.ConfigMap.Data[c.ConfigFile]), &cfg); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	def := config.Default()
+	defGRPC, defAdmin := service.Defaults(t)
 	if cfg.GRPCAddr == "" {
-		cfg.GRPCAddr = def.GRPCAddr
+		cfg.GRPCAddr = defGRPC
 	}
 
 	// Ports: the container's named ports are the config's, which are the service's defaults.
 	grpcPort, adminPort := port(t, cfg.GRPCAddr), port(t, cfg.AdminAddr)
-	if want := port(t, def.GRPCAddr); grpcPort != want {
+	if want := port(t, defGRPC); grpcPort != want {
 		t.Errorf("grpc_addr %s: port %d, want the service's default %d", cfg.GRPCAddr, grpcPort, want)
 	}
-	if want := port(t, def.AdminAddr); adminPort != want {
+	if want := port(t, defAdmin); adminPort != want {
 		t.Errorf("admin_addr %s: port %d, want the service's default %d", cfg.AdminAddr, adminPort, want)
 	}
 	if host, _, _ := net.SplitHostPort(cfg.AdminAddr); host == "127.0.0.1" || host == "localhost" || host == "::1" {
@@ -366,49 +363,8 @@ func EnvVar(dep *appsv1.Deployment, name string) *corev1.EnvVar {
 	return nil
 }
 
-var (
-	binOnce sync.Once
-	bin     *testbin.Lazy
-)
-
-// Binary returns the built service binary, built once per test process from the service's
-// module (the repository root above this module). It skips under -short.
-func Binary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() { bin = &testbin.Lazy{ModuleRoot: repoRoot(t)} })
-	return bin.Path(t)
-}
-
 // Cleanup removes the built binary; TestMain calls it.
-func Cleanup() {
-	if bin != nil {
-		bin.Close()
-	}
-}
-
-// repoRoot is the directory of the service's go.mod, above the working directory.
-func repoRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		f, err := os.Open(filepath.Join(dir, "go.mod"))
-		if err == nil {
-			sc := bufio.NewScanner(f)
-			sc.Scan()
-			f.Close()
-			if strings.TrimSpace(sc.Text()) == "module github.com/extauthz/extauthz" {
-				return dir
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod of module github.com/extauthz/extauthz above the working directory")
-		}
-		dir = parent
-	}
-}
+func Cleanup() { service.Cleanup() }
 
 // Validate runs `extauthz validate --config` on the config and the rules, with env, and
 // fails the test on any problem it reports. It skips under -short (it needs the binary).
@@ -417,7 +373,7 @@ func Validate(t *testing.T, cfg, rules string, env map[string]string) {
 	if testing.Short() {
 		return // the structural checks above ran; the binary is for the full run
 	}
-	b := Binary(t)
+	b := service.Binary(t)
 	dir := t.TempDir()
 	cfgFile, rulesFile := filepath.Join(dir, "extauthz.yaml"), filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {

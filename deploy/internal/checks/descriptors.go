@@ -9,6 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/extauthz/extauthz/deploy/internal/service"
 )
 
 // Rules is the part of a rules file the descriptor checks read.
@@ -24,7 +26,7 @@ type Rules struct {
 // Gateway examples' descriptors are written for.
 func BaseRules(t *testing.T) Rules {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "kubernetes", "base", "rules.yaml"))
+	raw, err := os.ReadFile(filepath.Join(service.RepoRoot(t), "deploy", "kubernetes", "base", "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
