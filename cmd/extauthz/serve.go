@@ -31,20 +31,9 @@ import (
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// serve runs the service until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
-	}
+// serve runs the service with the settings of the parsed flags fs until ctx ends, then shuts
+// down gracefully.
+func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := config.Load(configSource(fs, getenv))
 	if err != nil {
 		return err

@@ -11,28 +11,10 @@ import (
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// validate checks rule files (and the config, when --config is given) and prints every problem
-// found, one a line, to stdout. It returns an error when there is at least one.
-func validate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.String("config", "", "config file (YAML): its param_names and store settings apply to the rules")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: extauthz validate [--config FILE] RULES_FILE...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	files := fs.Args()
-	if len(files) == 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: validate needs at least one rules file", errUsage)
-	}
-
+// validate checks rule files (and the config, when --config is set in the parsed flags fs) and
+// prints every problem found, one a line, to stdout. It returns an error when there is at least
+// one.
+func validate(fs *pflag.FlagSet, files []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := loadConfig(fs, getenv)
 	if err != nil {
 		return err
