@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -52,8 +53,11 @@ type LogConfig struct {
 // GRPCConfig tunes the gRPC server.
 type GRPCConfig struct {
 	// MaxRecvMsgSize is the largest request, in bytes.
-	MaxRecvMsgSize int             `json:"max_recv_msg_size"`
-	Keepalive      KeepaliveConfig `json:"keepalive"`
+	MaxRecvMsgSize int `json:"max_recv_msg_size"`
+	// MaxConcurrentStreams is the most calls one client connection may have in flight (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS); a client opens more only as earlier ones finish.
+	MaxConcurrentStreams int             `json:"max_concurrent_streams"`
+	Keepalive            KeepaliveConfig `json:"keepalive"`
 }
 
 // KeepaliveConfig is the server's keepalive pings and its enforcement on clients.
@@ -90,8 +94,9 @@ func Default() Config {
 		AdminAddr: "127.0.0.1:9002",
 		Log:       LogConfig{Level: "info", Format: "json"},
 		GRPC: GRPCConfig{
-			MaxRecvMsgSize: 4 << 20,
-			Keepalive:      KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
+			MaxRecvMsgSize:       4 << 20,
+			MaxConcurrentStreams: 1024,
+			Keepalive:            KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
 		},
 		ShutdownGrace: 15 * time.Second,
 		Mapping: descriptors.Config{
@@ -160,6 +165,9 @@ func (c *Config) Validate() error {
 
 	if c.GRPC.MaxRecvMsgSize <= 0 {
 		add("grpc.max_recv_msg_size", "must be > 0 bytes, not %d", c.GRPC.MaxRecvMsgSize)
+	}
+	if n := c.GRPC.MaxConcurrentStreams; n <= 0 || int64(n) > math.MaxUint32 {
+		add("grpc.max_concurrent_streams", "must be between 1 and %d, not %d", uint32(math.MaxUint32), n)
 	}
 	if c.GRPC.Keepalive.Time < 0 {
 		add("grpc.keepalive.time", "must not be negative, not %v", c.GRPC.Keepalive.Time)

@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 		RulesFile:     "rules.yaml",
 		RulesOptional: true,
 		Log:           LogConfig{Level: "info", Format: "json"},
-		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
+		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,
 		Mapping: descriptors.Config{
 			Authz:     descriptors.AuthzConfig{Resource: "{method}:{path}"},
@@ -355,6 +355,7 @@ func TestValidate(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLS.KeyFile = "k.pem" }, []string{"tls.cert_file"}},
 		{"client ca alone", func(c *Config) { c.TLS.ClientCAFile = "ca.pem" }, []string{"tls.client_ca_file"}},
 		{"msg size", func(c *Config) { c.GRPC.MaxRecvMsgSize = 0 }, []string{"grpc.max_recv_msg_size"}},
+		{"streams", func(c *Config) { c.GRPC.MaxConcurrentStreams = 0 }, []string{"grpc.max_concurrent_streams"}},
 		{"keepalive", func(c *Config) {
 			c.GRPC.Keepalive = KeepaliveConfig{Time: -1, Timeout: 0, MinTime: -1}
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
