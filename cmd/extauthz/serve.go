@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
@@ -44,6 +46,7 @@ func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, s
 	}
 	defer func() { _ = log.Sync() }()
 	logSettings(log, cfg)
+	setMemoryLimit(log, cfg.MemoryLimit, getenv)
 
 	svc, err := newService(cfg, log)
 	if err != nil {
@@ -334,4 +337,24 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
 		zap.Strings("param_names", cfg.ParamNames),
 	)
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit from setting (the memory_limit key) or
+// the container's cgroup, and logs it. A cgroup file that cannot be read is logged and leaves
+// the runtime's default: it is no reason not to serve.
+func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string) {
+	lim, err := memlimit.Detect(memlimit.Source{Setting: setting, Getenv: getenv})
+	if err != nil {
+		log.Warn("memory limit not set", zap.Error(err))
+		return
+	}
+	inForce := lim.Apply()
+	fields := []zap.Field{zap.String("from", lim.From)}
+	if inForce != math.MaxInt64 {
+		fields = append(fields, zap.Int64("soft_limit_bytes", inForce))
+	}
+	if lim.Container > 0 {
+		fields = append(fields, zap.Int64("container_limit_bytes", lim.Container), zap.String("file", lim.File))
+	}
+	log.Info("memory limit", fields...)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -36,6 +37,10 @@ type Config struct {
 	GRPC          GRPCConfig       `json:"grpc"`
 	// ShutdownGrace is how long in-flight calls get to finish on shutdown.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
+	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
+	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
+	// like 512MiB sets that (see memlimit).
+	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.
 	Mapping descriptors.Config `json:",inline"`
@@ -180,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		add("shutdown_grace", "must be > 0, not %v", c.ShutdownGrace)
+	}
+	if err := memlimit.CheckSetting(c.MemoryLimit); err != nil {
+		add("memory_limit", "%v", err)
 	}
 
 	// The mapping validates itself: descriptors.New reports every problem, each by field.

@@ -360,6 +360,7 @@ func TestValidate(t *testing.T) {
 			c.GRPC.Keepalive = KeepaliveConfig{Time: -1, Timeout: 0, MinTime: -1}
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
 		{"grace", func(c *Config) { c.ShutdownGrace = 0 }, []string{"shutdown_grace"}},
+		{"memory limit", func(c *Config) { c.MemoryLimit = "1GB" }, []string{"memory_limit"}},
 		{"mapping, by the mapper", func(c *Config) { c.Mapping.Authz.Resource = "{nope}" }, []string{"authz.resource"}},
 		{"param name", func(c *Config) { c.ParamNames = []string{"a", " "} }, []string{"param_names[1]"}},
 		{"redis mode, by the store", func(c *Config) {
