@@ -56,7 +56,7 @@ func TestDetect(t *testing.T) {
 		{"v1 unlimited", "4:memory:/\n", map[string]string{"memory/memory.limit_in_bytes": "9223372036854771712"}, "", "",
 			Limit{From: FromNone}, ""},
 		{"hybrid: v2 has no limit, v1 has", "0::/\n4:memory:/\n", map[string]string{
-			"memory.max":                    "max",
+			"memory.max":                   "max",
 			"memory/memory.limit_in_bytes": "1073741824",
 		}, "", "", Limit{Bytes: gib * 9 / 10, Container: gib, From: FromCgroupV1}, "memory/memory.limit_in_bytes"},
 		{"no cgroup files", "0::/\n", nil, "", "", Limit{From: FromNone}, ""},
