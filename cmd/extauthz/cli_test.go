@@ -1,7 +1,8 @@
 package main
 
 // The command line through the built binary: every command, help, completion, a mistyped
-// command, and the version stamped at link time.
+// command. The version stamped at link time is checked with the image's build command
+// (image_test.go).
 
 import (
 	"errors"
@@ -9,8 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/extauthz/extauthz/internal/testbin"
 )
 
 // runBinary runs the binary with args and returns stdout, stderr and the exit code.
@@ -50,23 +49,6 @@ func TestCLIVersion(t *testing.T) {
 	// The test binary and the built one come from the same toolchain.
 	if got, want := lines[2], "go: "+runtime.Version(); got != want {
 		t.Errorf("third line %q, want %q", got, want)
-	}
-}
-
-// A release build stamps its version and commit with -ldflags -X, over the build info.
-func TestCLIVersionStamped(t *testing.T) {
-	binary(t) // skips under -short
-	path, err := testbin.Build("../..", t.TempDir(), "-ldflags", "-X main.version=v9.8.7 -X main.commit=0123abcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := runBinary(t, path, "version")
-	if code != 0 {
-		t.Fatalf("version: exit %d\n%s", code, errOut)
-	}
-	want := "extauthz v9.8.7\ncommit: 0123abcd\ngo: " + runtime.Version() + "\n"
-	if out != want {
-		t.Errorf("version printed\n%s\nwant\n%s", out, want)
 	}
 }
 
