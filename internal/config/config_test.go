@@ -225,6 +225,18 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`log: is a section (level, format), not a single value (from FILE)`}},
 		{"bad value with suggestion", "log: {level: inf}\n", nil,
 			[]string{`log.level: must be debug, info, warn or error, not "inf" (did you mean "info"?) (from FILE)`}},
+		{"unknown key in a list of sources", "authz: {origin: [{from: header, name: x}, {frm: header, name: y}]}\n", nil,
+			[]string{
+				`authz.origin[1].frm: unknown key (did you mean "from"?) (from FILE)`,
+				`authz.origin[1].from: missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension) (from FILE)`,
+			}},
+		{"unknown key in a map of sources", "authz: {params: {user: {from: header, name: x-user, spilt: \",\"}}}\n", nil,
+			[]string{`authz.params.user.spilt: unknown key (did you mean "split"?) (from FILE)`}},
+		{"unknown key far from any", "authz: {params: {user: {from: header, name: x-user, colour: red}}}\n", nil,
+			[]string{`authz.params.user.colour: unknown key (keys: from, name, split) (from FILE)`}},
+		{"a library's problem names the source of its section", "", map[string]string{
+			"EXTAUTHZ_STORE_REDIS_ADDRS": "a:1,nohost", "EXTAUTHZ_STORE_REDIS_MODE": "cluster"},
+			[]string{`store.redis.addrs[1]: "nohost" is not host:port (from EXTAUTHZ_STORE_REDIS_ADDRS)`}},
 		{"case clash", "authz: {params: {itemId: {from: query, name: a}, itemid: {from: query, name: b}}}\n", nil,
 			[]string{`authz.params: "itemId" and "itemid" differ only in case (from FILE)`}},
 		{"every problem at once", "grpc_adr: x\nshutdown_grace: 15\nlog: {level: loud}\nstore: {redis: {fallback: retry}}\n",
