@@ -126,6 +126,7 @@ func TestCLIUsageMistakes(t *testing.T) {
 		{[]string{"validate"}, []string{"validate needs at least one rules file", "--config"}},
 		{[]string{"serve", "extra"}, []string{`unknown command "extra" for "extauthz serve"`}},
 		{[]string{"version", "extra"}, []string{`unknown command "extra" for "extauthz version"`}},
+		{[]string{"help", "serv"}, []string{`unknown command "serv" for "extauthz"`, "\tserve"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -93,12 +93,32 @@ environment over the file.`,
 		// A mistyped command gets the closest one: "serv" suggests "serve".
 		SuggestionsMinimumDistance: 2,
 	}
+	root.SetHelpCommand(helpCommand(root))
 	root.AddCommand(
 		serveCommand(getenv, started),
 		validateCommand(getenv, started),
 		versionCommand(started),
 	)
 	return root
+}
+
+// helpCommand prints the help of root or of the command its arguments name. Unlike cobra's own,
+// an unknown command is a usage error, with the closest command.
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil {
+				return err
+			}
+			if len(rest) > 0 {
+				return fmt.Errorf("unknown command %q for %q", rest[0], target.CommandPath())
+			}
+			return target.Help()
+		},
+	}
 }
 
 // serveCommand runs the service until the context ends.
