@@ -32,6 +32,7 @@ type Config struct {
 	// RulesOptional is set by Load when RulesFile is the built-in default, which nobody named:
 	// a missing file then means an empty rule set rather than an error.
 	RulesOptional bool             `json:"-"`
+	Admin         AdminConfig      `json:"admin"`
 	Log           LogConfig        `json:"log"`
 	TLS           tlsreload.Config `json:"tls"`
 	GRPC          GRPCConfig       `json:"grpc"`
@@ -47,6 +48,13 @@ type Config struct {
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `json:"param_names"`
 	Store      StoreConfig `json:"store"`
+}
+
+// AdminConfig tunes the admin HTTP listener (its address is AdminAddr).
+type AdminConfig struct {
+	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or an
+	// execution trace costs the service while it runs, and the admin listener has no auth.
+	PProf bool `json:"pprof"`
 }
 
 // LogConfig configures logging.
