@@ -44,8 +44,7 @@ func configSource(fs *pflag.FlagSet, getenv func(string) string) config.Source {
 	return src
 }
 
-// loadConfig reads the config from configSource without validating it (validate reports the
-// invalid settings itself, one a line).
+// loadConfig reads the config from configSource without validating it.
 func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (config.Config, error) {
 	return config.Parse(configSource(fs, getenv))
 }

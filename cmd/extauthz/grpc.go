@@ -14,7 +14,8 @@ import (
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
 
-// grpcOptions are the gRPC server's options from cfg: message size limit, keepalive and its
+// grpcOptions are the gRPC server's options from cfg: message size limit, streams per
+// connection, keepalive and its
 // enforcement, and TLS (mTLS when a client CA is set) with certificate rotation logged to log.
 func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error) {
 	ka := cfg.GRPC.Keepalive
@@ -24,6 +25,9 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgSize),
+		// Bounds the goroutines and memory one connection can hold (a throttled call waits
+		// in its stream); clients queue further calls until a stream ends.
+		grpc.MaxConcurrentStreams(uint32(cfg.GRPC.MaxConcurrentStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingAfter, Timeout: ka.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: ka.MinTime,

@@ -9,7 +9,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -33,35 +36,128 @@ func main() {
 // errUsage marks an error in how the command was called.
 var errUsage = errors.New("usage")
 
-const usage = `Usage:
-  extauthz [serve] [--config FILE] [--rules FILE] [--grpc-addr ADDR] [--admin-addr ADDR]
+// usageError is a mistake in the command line: an unknown command or flag, a wrong number of
+// arguments. It wraps errUsage and reads as cobra's own message.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string   { return strings.TrimSpace(e.err.Error()) }
+func (e *usageError) Unwrap() []error { return []error{errUsage, e.err} }
+
+const synopsis = `  extauthz [serve] [--config FILE] [--rules FILE] [--grpc-addr ADDR] [--admin-addr ADDR]
                    [--log-level LEVEL] [--log-format json|console]
   extauthz validate [--config FILE] RULES_FILE...
-  extauthz help
+  extauthz version
+  extauthz completion bash|zsh|fish
+  extauthz help [COMMAND]`
+
+// run runs the command named by args until ctx ends. It writes command output to stdout and
+// logs and diagnostics to stderr; getenv reads the environment. With no command (no argument,
+// or a flag first), it serves: `extauthz --rules r.yaml` is `extauthz serve --rules r.yaml`.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help") {
+		args = append([]string{"serve"}, args...)
+	}
+	// started is set once a command's own code runs; an error before that is cobra's, about
+	// the command line.
+	started := false
+	root := newRootCommand(getenv, &started)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil || started {
+		return err
+	}
+	fmt.Fprint(stderr, cmd.UsageString())
+	return &usageError{err}
+}
+
+// newRootCommand is the extauthz command and its subcommands. Each subcommand sets *started
+// when its own code begins.
+func newRootCommand(getenv func(string) string, started *bool) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "extauthz",
+		Short: "Authorization and rate-limit service for Envoy",
+		Long: `extauthz is the service Envoy calls (ext_authz Check and the rate-limit service's
+ShouldRateLimit, over gRPC) to enforce authority white/black lists and hot-parameter limits.
+
+Commands:
+` + synopsis + `
 
 With no command, extauthz serves: gRPC (ext_authz and rate limit) on :9001, admin HTTP on
 127.0.0.1:9002, rules from ./rules.yaml when present. Every setting can also come from the
 config file and from EXTAUTHZ_* environment variables; flags win over the environment, the
-environment over the file.
-`
+environment over the file.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// A mistyped command gets the closest one: "serv" suggests "serve".
+		SuggestionsMinimumDistance: 2,
+	}
+	root.SetHelpCommand(helpCommand(root))
+	root.AddCommand(
+		serveCommand(getenv, started),
+		validateCommand(getenv, started),
+		versionCommand(started),
+	)
+	return root
+}
 
-// run runs the command named by args until ctx ends. It writes command output to stdout and
-// logs and diagnostics to stderr; getenv reads the environment.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+// helpCommand prints the help of root or of the command its arguments name. Unlike cobra's own,
+// an unknown command is a usage error, with the closest command.
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil {
+				return err
+			}
+			if len(rest) > 0 {
+				return fmt.Errorf("unknown command %q for %q", rest[0], target.CommandPath())
+			}
+			return target.Help()
+		},
 	}
-	switch cmd {
-	case "serve":
-		return serve(ctx, args, getenv, stderr)
-	case "validate":
-		return validate(args, getenv, stdout, stderr)
-	case "help":
-		_, err := io.WriteString(stdout, usage)
-		return err
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+// serveCommand runs the service until the context ends.
+func serveCommand(getenv func(string) string, started *bool) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve ext_authz and rate-limit calls (the default command)",
+		Long: `Serve runs the service until SIGTERM or SIGINT: gRPC (ext_authz Check and
+ShouldRateLimit, health, reflection) on grpc_addr and the admin HTTP listener on admin_addr.
+The rules file is watched and reloaded when it changes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*started = true
+			return serve(cmd.Context(), cmd.Flags(), getenv, cmd.ErrOrStderr())
+		},
 	}
+	addConfigFlags(cmd.Flags())
+	return cmd
+}
+
+// validateCommand checks rules files and, with --config, the config.
+func validateCommand(getenv func(string) string, started *bool) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "validate [--config FILE] RULES_FILE...",
+		Short: "Check rules files (and a config) and print every problem",
+		Long: `Validate checks each rules file as the service would load it, and the config when
+--config is given (its param_names and store settings apply to the rules). Every problem is
+printed, one a line, with its file, rule and field; the command exits 1 when there is one.`,
+		Args: func(_ *cobra.Command, files []string) error {
+			if len(files) == 0 {
+				return errors.New("validate needs at least one rules file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, files []string) error {
+			*started = true
+			return validate(cmd.Flags(), files, getenv, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().String("config", "", "config file (YAML): its param_names and store settings apply to the rules")
+	return cmd
 }

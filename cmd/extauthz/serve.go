@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -26,25 +27,15 @@ import (
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// serve runs the service until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
-	}
+// serve runs the service with the settings of the parsed flags fs until ctx ends, then shuts
+// down gracefully.
+func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := config.Load(configSource(fs, getenv))
 	if err != nil {
 		return err
@@ -55,6 +46,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	defer func() { _ = log.Sync() }()
 	logSettings(log, cfg)
+	setMemoryLimit(log, cfg.MemoryLimit, getenv)
 
 	svc, err := newService(cfg, log)
 	if err != nil {
@@ -139,6 +131,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 			LastError: store.LastError,
 			Top:       s.top,
 			Traffic:   s.metrics.Snapshot,
+			PProf:     cfg.Admin.PProf,
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -328,12 +321,14 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 	log.Info("starting extauthz",
 		zap.String("grpc_addr", cfg.GRPCAddr),
 		zap.String("admin_addr", cfg.AdminAddr),
+		zap.Bool("pprof", cfg.Admin.PProf),
 		zap.String("rules_file", cfg.RulesFile),
 		zap.Bool("rules_optional", cfg.RulesOptional),
 		zap.String("log_level", cfg.Log.Level),
 		zap.Bool("tls", cfg.TLS.Enabled()),
 		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),
 		zap.Int("max_recv_msg_size", cfg.GRPC.MaxRecvMsgSize),
+		zap.Int("max_concurrent_streams", cfg.GRPC.MaxConcurrentStreams),
 		zap.Duration("keepalive_time", cfg.GRPC.Keepalive.Time),
 		zap.Duration("keepalive_timeout", cfg.GRPC.Keepalive.Timeout),
 		zap.Duration("keepalive_min_time", cfg.GRPC.Keepalive.MinTime),
@@ -344,4 +339,24 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
 		zap.Strings("param_names", cfg.ParamNames),
 	)
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit from setting (the memory_limit key) or
+// the container's cgroup, and logs it. A cgroup file that cannot be read is logged and leaves
+// the runtime's default: it is no reason not to serve.
+func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string) {
+	lim, err := memlimit.Detect(memlimit.Source{Setting: setting, Getenv: getenv})
+	if err != nil {
+		log.Warn("memory limit not set", zap.Error(err))
+		return
+	}
+	inForce := lim.Apply()
+	fields := []zap.Field{zap.String("from", lim.From)}
+	if inForce != math.MaxInt64 {
+		fields = append(fields, zap.Int64("soft_limit_bytes", inForce))
+	}
+	if lim.Container > 0 {
+		fields = append(fields, zap.Int64("container_limit_bytes", lim.Container), zap.String("file", lim.File))
+	}
+	log.Info("memory limit", fields...)
 }

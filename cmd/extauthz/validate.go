@@ -7,51 +7,28 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// validate checks rule files (and the config, when --config is given) and prints every problem
-// found, one a line, to stdout. It returns an error when there is at least one.
-func validate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.String("config", "", "config file (YAML): its param_names and store settings apply to the rules")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: extauthz validate [--config FILE] RULES_FILE...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	files := fs.Args()
-	if len(files) == 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: validate needs at least one rules file", errUsage)
-	}
-
-	cfg, err := loadConfig(fs, getenv)
-	if err != nil {
-		return err
-	}
+// validate checks rule files (and the config, when --config is set in the parsed flags fs) and
+// prints every problem found, one a line, to stdout. It returns an error when there is at least
+// one.
+func validate(fs *pflag.FlagSet, files []string, getenv func(string) string, stdout io.Writer) error {
+	// Every problem of the config at once, as serve would find them (the mapping's among
+	// them), each with where its value came from; the rules are then checked with the
+	// settings that did load.
+	cfg, err := config.Load(configSource(fs, getenv))
 	problems := 0
-	if err := cfg.Validate(); err != nil {
+	if err != nil {
 		var ce ConfigErrors
-		if errors.As(err, &ce) {
-			for _, fe := range ce {
-				fmt.Fprintf(stdout, "config: %s\n", fe)
-			}
-			problems += len(ce)
-		} else {
-			return err
+		if !errors.As(err, &ce) {
+			return err // the file cannot be read or is not YAML
 		}
-	}
-	if _, err := descriptors.New(cfg.Mapping); err != nil {
-		fmt.Fprintf(stdout, "config: %v\n", err)
-		problems++
+		for _, fe := range ce {
+			fmt.Fprintf(stdout, "config: %s\n", fe)
+		}
+		problems += len(ce)
 	}
 
 	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled()}

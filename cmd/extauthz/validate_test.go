@@ -93,16 +93,28 @@ func TestValidateSentinelParamNames(t *testing.T) {
 }
 
 func TestValidateBadConfig(t *testing.T) {
-	file := writeFile(t, t.TempDir(), "c.yaml", "log: {level: loud}\nauthz: {origin: [{from: telepathy}]}\n")
+	file := writeFile(t, t.TempDir(), "c.yaml",
+		"log: {level: loud}\nauthz: {origin: [{from: telepathy}]}\nshutdown_grace: 15\ngrpc_adr: x\n")
 	out, _, err := runValidate(t, "--config", file, "testdata/good.yaml")
 	if err == nil {
 		t.Fatalf("bad config validated:\n%s", out)
 	}
-	if !strings.Contains(out, "config: log.level: ") {
-		t.Errorf("log.level not reported:\n%s", out)
+	// Every problem at once, each once, with where it came from; the rules are still checked.
+	for _, want := range []string{
+		`config: grpc_adr: unknown key (did you mean "grpc_addr"?) (from ` + file + ")",
+		"config: shutdown_grace: 15 has no unit: write a duration with its unit, like 15s or 15ms (from " + file + ")",
+		`config: log.level: must be debug, info, warn or error, not "loud" (from ` + file + ")",
+		"testdata/good.yaml: ok: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
-	if !strings.Contains(out, "telepathy") {
-		t.Errorf("bad origin source not reported:\n%s", out)
+	if n := strings.Count(out, "telepathy"); n != 1 {
+		t.Errorf("the bad origin source is reported %d times, want once:\n%s", n, out)
+	}
+	if got, want := err.Error(), "4 problem(s) found"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
 	}
 }
 

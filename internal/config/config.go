@@ -6,11 +6,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -30,17 +32,29 @@ type Config struct {
 	// RulesOptional is set by Load when RulesFile is the built-in default, which nobody named:
 	// a missing file then means an empty rule set rather than an error.
 	RulesOptional bool             `json:"-"`
+	Admin         AdminConfig      `json:"admin"`
 	Log           LogConfig        `json:"log"`
 	TLS           tlsreload.Config `json:"tls"`
 	GRPC          GRPCConfig       `json:"grpc"`
 	// ShutdownGrace is how long in-flight calls get to finish on shutdown.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
+	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
+	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
+	// like 512MiB sets that (see memlimit).
+	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.
 	Mapping descriptors.Config `json:",inline"`
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `json:"param_names"`
 	Store      StoreConfig `json:"store"`
+}
+
+// AdminConfig tunes the admin HTTP listener (its address is AdminAddr).
+type AdminConfig struct {
+	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or an
+	// execution trace costs the service while it runs, and the admin listener has no auth.
+	PProf bool `json:"pprof"`
 }
 
 // LogConfig configures logging.
@@ -52,8 +66,11 @@ type LogConfig struct {
 // GRPCConfig tunes the gRPC server.
 type GRPCConfig struct {
 	// MaxRecvMsgSize is the largest request, in bytes.
-	MaxRecvMsgSize int             `json:"max_recv_msg_size"`
-	Keepalive      KeepaliveConfig `json:"keepalive"`
+	MaxRecvMsgSize int `json:"max_recv_msg_size"`
+	// MaxConcurrentStreams is the most calls one client connection may have in flight (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS); a client opens more only as earlier ones finish.
+	MaxConcurrentStreams int             `json:"max_concurrent_streams"`
+	Keepalive            KeepaliveConfig `json:"keepalive"`
 }
 
 // KeepaliveConfig is the server's keepalive pings and its enforcement on clients.
@@ -90,8 +107,9 @@ func Default() Config {
 		AdminAddr: "127.0.0.1:9002",
 		Log:       LogConfig{Level: "info", Format: "json"},
 		GRPC: GRPCConfig{
-			MaxRecvMsgSize: 4 << 20,
-			Keepalive:      KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
+			MaxRecvMsgSize:       4 << 20,
+			MaxConcurrentStreams: 1024,
+			Keepalive:            KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
 		},
 		ShutdownGrace: 15 * time.Second,
 		Mapping: descriptors.Config{
@@ -161,6 +179,9 @@ func (c *Config) Validate() error {
 	if c.GRPC.MaxRecvMsgSize <= 0 {
 		add("grpc.max_recv_msg_size", "must be > 0 bytes, not %d", c.GRPC.MaxRecvMsgSize)
 	}
+	if n := c.GRPC.MaxConcurrentStreams; n <= 0 || int64(n) > math.MaxUint32 {
+		add("grpc.max_concurrent_streams", "must be between 1 and %d, not %d", uint32(math.MaxUint32), n)
+	}
 	if c.GRPC.Keepalive.Time < 0 {
 		add("grpc.keepalive.time", "must not be negative, not %v", c.GRPC.Keepalive.Time)
 	}
@@ -172,6 +193,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		add("shutdown_grace", "must be > 0, not %v", c.ShutdownGrace)
+	}
+	if err := memlimit.CheckSetting(c.MemoryLimit); err != nil {
+		add("memory_limit", "%v", err)
 	}
 
 	// The mapping validates itself: descriptors.New reports every problem, each by field.

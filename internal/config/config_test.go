@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 		RulesFile:     "rules.yaml",
 		RulesOptional: true,
 		Log:           LogConfig{Level: "info", Format: "json"},
-		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
+		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,
 		Mapping: descriptors.Config{
 			Authz:     descriptors.AuthzConfig{Resource: "{method}:{path}"},
@@ -225,6 +225,18 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`log: is a section (level, format), not a single value (from FILE)`}},
 		{"bad value with suggestion", "log: {level: inf}\n", nil,
 			[]string{`log.level: must be debug, info, warn or error, not "inf" (did you mean "info"?) (from FILE)`}},
+		{"unknown key in a list of sources", "authz: {origin: [{from: header, name: x}, {frm: header, name: y}]}\n", nil,
+			[]string{
+				`authz.origin[1].frm: unknown key (did you mean "from"?) (from FILE)`,
+				`authz.origin[1].from: missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension) (from FILE)`,
+			}},
+		{"unknown key in a map of sources", "authz: {params: {user: {from: header, name: x-user, spilt: \",\"}}}\n", nil,
+			[]string{`authz.params.user.spilt: unknown key (did you mean "split"?) (from FILE)`}},
+		{"unknown key far from any", "authz: {params: {user: {from: header, name: x-user, colour: red}}}\n", nil,
+			[]string{`authz.params.user.colour: unknown key (keys: from, name, split) (from FILE)`}},
+		{"a library's problem names the source of its section", "", map[string]string{
+			"EXTAUTHZ_STORE_REDIS_ADDRS": "a:1,nohost", "EXTAUTHZ_STORE_REDIS_MODE": "cluster"},
+			[]string{`store.redis.addrs[1]: "nohost" is not host:port (from EXTAUTHZ_STORE_REDIS_ADDRS)`}},
 		{"case clash", "authz: {params: {itemId: {from: query, name: a}, itemid: {from: query, name: b}}}\n", nil,
 			[]string{`authz.params: "itemId" and "itemid" differ only in case (from FILE)`}},
 		{"every problem at once", "grpc_adr: x\nshutdown_grace: 15\nlog: {level: loud}\nstore: {redis: {fallback: retry}}\n",
@@ -355,10 +367,12 @@ func TestValidate(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLS.KeyFile = "k.pem" }, []string{"tls.cert_file"}},
 		{"client ca alone", func(c *Config) { c.TLS.ClientCAFile = "ca.pem" }, []string{"tls.client_ca_file"}},
 		{"msg size", func(c *Config) { c.GRPC.MaxRecvMsgSize = 0 }, []string{"grpc.max_recv_msg_size"}},
+		{"streams", func(c *Config) { c.GRPC.MaxConcurrentStreams = 0 }, []string{"grpc.max_concurrent_streams"}},
 		{"keepalive", func(c *Config) {
 			c.GRPC.Keepalive = KeepaliveConfig{Time: -1, Timeout: 0, MinTime: -1}
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
 		{"grace", func(c *Config) { c.ShutdownGrace = 0 }, []string{"shutdown_grace"}},
+		{"memory limit", func(c *Config) { c.MemoryLimit = "1GB" }, []string{"memory_limit"}},
 		{"mapping, by the mapper", func(c *Config) { c.Mapping.Authz.Resource = "{nope}" }, []string{"authz.resource"}},
 		{"param name", func(c *Config) { c.ParamNames = []string{"a", " "} }, []string{"param_names[1]"}},
 		{"redis mode, by the store", func(c *Config) {

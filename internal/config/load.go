@@ -50,7 +50,7 @@ func Load(src Source) (Config, error) {
 		var verrs Errors
 		if errors.As(err, &verrs) {
 			for _, fe := range verrs {
-				fe.From = from[fe.Field]
+				fe.From = sourceOf(from, fe.Field)
 			}
 			errs = append(errs, verrs...)
 		}
@@ -59,6 +59,23 @@ func Load(src Source) (Config, error) {
 		return cfg, errs
 	}
 	return cfg, nil
+}
+
+// sourceOf is where the value of field came from: its own key's source, or for a part of a
+// structured key (authz.origin[1].from) that key's, or for a problem a library found in a
+// section (store.redis.addrs[1]) the key it names. "" for a built-in default.
+func sourceOf(from map[string]string, field string) string {
+	for f := field; f != ""; {
+		if src, ok := from[f]; ok {
+			return src
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return ""
 }
 
 // Parse is Load without Validate: it reports only what keeps a setting from being read (an
@@ -139,8 +156,13 @@ func parse(src Source) (Config, map[string]string, Errors, error) {
 		}
 		// Environment variables and flags are text; the file's values are typed.
 		weak := origin != src.File
-		if err := decode(val, root.FieldByIndex(k.index), weak); err != nil {
+		unused, err := decode(val, root.FieldByIndex(k.index), weak)
+		if err != nil {
 			errs = append(errs, &FieldError{Field: k.Name, Reason: reason(err, k, val), From: origin})
+		}
+		for _, path := range unused {
+			field, r := unusedKey(k, path)
+			errs = append(errs, &FieldError{Field: field, Reason: r, From: origin})
 		}
 	}
 
@@ -223,22 +245,117 @@ func unique(s []string) []string {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// decode decodes val into the field dst. weak allows text for numbers and booleans.
-func decode(val any, dst reflect.Value, weak bool) error {
+// decode decodes val into the field dst. weak allows text for numbers and booleans. It returns
+// the paths of the keys inside val that no field takes ("[0].frm" in a list of sources,
+// "[user].nam" in a map of them), for unusedKey to word.
+func decode(val any, dst reflect.Value, weak bool) ([]string, error) {
+	var md mapstructure.Metadata
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result:           dst.Addr().Interface(),
 		TagName:          "json",
 		SquashTagOption:  "inline",
-		ErrorUnused:      true,
+		Metadata:         &md,
 		ZeroFields:       true,
 		WeaklyTypedInput: weak,
 		MatchName:        matchName,
 		DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, splitHook),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return dec.Decode(val)
+	if err := dec.Decode(val); err != nil {
+		return nil, err
+	}
+	sort.Strings(md.Unused)
+	return md.Unused, nil
+}
+
+// unusedKey words a key inside the structured value of k that no field takes: path is as the
+// decoder reports it ("[0].frm"). It returns the key in the file's terms
+// ("authz.origin[0].frm", "authz.params.user.nam") and the reason, with the closest known
+// key or the list of known keys.
+func unusedKey(k Key, path string) (field, why string) {
+	field, t := k.Name, k.Type
+	for path != "" {
+		switch path[0] {
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return field + path, "unknown key"
+			}
+			elem := path[1:end]
+			path = path[end+1:]
+			if t.Kind() == reflect.Map {
+				field += "." + elem
+			} else {
+				field += "[" + elem + "]"
+			}
+			t = t.Elem()
+		case '.':
+			path = path[1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			name := path[:end]
+			path = path[end:]
+			known := jsonNames(t)
+			if path == "" { // the unknown key itself
+				why = "unknown key" + suggest(name, known)
+				if !strings.Contains(why, "did you mean") && len(known) > 0 {
+					why += " (keys: " + strings.Join(known, ", ") + ")"
+				}
+				return field + "." + name, why
+			}
+			field += "." + name
+			if f, ok := fieldByJSONName(t, name); ok {
+				t = f.Type
+			}
+		}
+	}
+	return field, "unknown key"
+}
+
+// jsonNames are the keys a struct type takes, in field order; none for another type.
+func jsonNames(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = snakeCase(f.Name)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// fieldByJSONName is the field of struct type t that key name sets.
+func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if n == "" {
+			n = snakeCase(f.Name)
+		}
+		if n == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // matchName matches a file key to a field with no json name: ca_file is CAFile.

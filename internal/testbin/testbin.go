@@ -22,10 +22,11 @@ import (
 const ShortSkip = "needs the built binary; skipped under -short"
 
 // Build compiles ./cmd/extauthz of the module at moduleRoot into dir and returns the binary's
-// path.
-func Build(moduleRoot, dir string) (string, error) {
+// path. Extra arguments go to go build before the package (e.g. "-ldflags", "-X ...").
+func Build(moduleRoot, dir string, extra ...string) (string, error) {
 	bin := filepath.Join(dir, "extauthz")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extauthz")
+	args := append(append([]string{"build", "-o", bin}, extra...), "./cmd/extauthz")
+	cmd := exec.Command("go", args...)
 	cmd.Dir = moduleRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/extauthz: %v\n%s", err, out)
