@@ -42,8 +42,9 @@ type Errors []*ValidationError
 
 // Parse decodes and validates data, read from file (used in messages and to tell the format by
 // extension when the content does not). It checks the whole file and returns every problem as
-// Errors (each a *ValidationError), or the rules with no error. An empty file is an empty rule
-// set.
+// Errors (each a *ValidationError), or the rules with no error. A file that holds no document
+// (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty rule set is
+// written as {} or with empty lists.
 //
 // A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
 // is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the

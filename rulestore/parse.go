@@ -22,6 +22,10 @@ const (
 	sentinelAuthorityKey = "authorityRules"
 )
 
+// EmptyFileReason is the error of a file that holds no rules document: empty, blank, only
+// comments, or null. An intentionally empty rule set is written as {} or with empty lists.
+const EmptyFileReason = "the file is empty (no rules document); an intentionally empty rule set is written as {} or as empty lists (authority: [], param_flow: [])"
+
 // ConcurrencyWarning is the warning given for every concurrency rule: ext_authz Check has no
 // completion signal, so only the rate-limit path applies these rules.
 const ConcurrencyWarning = "concurrency rules apply only to ShouldRateLimit calls (ext_authz Check has no completion signal)"
@@ -39,7 +43,10 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
 	}
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || isNull(js) {
-		return Rules{}, nil // an empty file is an empty rule set
+		// A truncated file (a half-done write, a broken ConfigMap) must not remove every rule.
+		top.add("", "%s", EmptyFileReason)
+		top.done(&errs, "")
+		return Rules{}, errs
 	}
 	p := parser{file: file, opts: opts, yaml: !isJSONFile(file)}
 	switch js[0] {

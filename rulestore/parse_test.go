@@ -64,6 +64,8 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"yaml_syntax.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "cannot parse YAML"}}},
 		{"duplicate_key.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", `"count" already set`}}},
 		{"top_level_scalar.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "must hold a mapping"}}},
+		{"empty.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "the file is empty"}}},
+		{"comment_only.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "the file is empty"}}},
 		{"several_errors.yaml", ParseOptions{}, []wantErr{
 			{"authority", 1, "GET:/admin", "strategy", `unknown strategy "grey"`},
 			{"authority", 1, "GET:/admin", "origins[0]", `"10.0.0.0/40"`},
@@ -306,7 +308,7 @@ func TestParseFormats(t *testing.T) {
 			Rules{ParamFlow: []hotparam.Rule{{Resource: "r", Param: "p", Count: 1, Duration: time.Second, Items: map[string]int64{"1.50": 2, "1e3": 3}}}}},
 		{"byte order mark", "r.json", "\xef\xbb\xbf{\"authority\": []}", Rules{}},
 		{"null sections", "r.yaml", "authority:\nparam_flow:\n", Rules{}},
-		{"whitespace only json", "r.json", " \n", Rules{}},
+		{"empty json object", "r.json", " {}\n", Rules{}},
 		{"empty sentinel list", "r.json", "[]", Rules{}},
 		{"negative paramIdx counts from the end", "r.json", `[{"resource": "r", "paramIdx": -1, "count": 2, "grade": 1}]`,
 			Rules{ParamFlow: []hotparam.Rule{{Resource: "r", Param: "item_id", Count: 2, Duration: time.Second}}}},
