@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,4 +30,41 @@ func TestEmptyRulesFileKeepsRules(t *testing.T) {
 	if strangerAllowed(t, s) {
 		t.Error("a 0-byte file removed the white list in force")
 	}
+}
+
+// TestValidateRefusesWhatServeRefuses: a rule the engine cannot count exactly (a count of
+// 2^63-1) is refused by `extauthz validate` exactly as at start and on reload: one validation
+// path, one message.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, []byte("param_flow:\n  - {resource: \"GET:/items\", param: item_id, count: 9223372036854775807}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = `param_flow[0] (resource "GET:/items"): count, burst and duration too large to count exactly`
+
+	out, err := exec.Command(binary, "validate", "--config", extauthzYAML, huge).CombinedOutput()
+	if err == nil {
+		t.Fatalf("validate accepted a count of 2^63-1:\n%s", out)
+	}
+	mustContain(t, "validate output", string(out), huge+": "+want)
+
+	out, err = exec.Command(binary, "serve", "--config", extauthzYAML, "--rules", huge,
+		"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve started with a count of 2^63-1:\n%s", out)
+	}
+	mustContain(t, "serve output", string(out), huge+": "+want)
+
+	// On reload: the rules in force stay, and last_error carries the same message.
+	s := newService(t, readRules(t))
+	data, err := os.ReadFile(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, s.rules, data)
+	if !eventually(5*time.Second, func() bool { return strings.Contains(string(s.rulesInfo(t).LastError), "too large") }) {
+		t.Fatalf("reload of a count of 2^63-1 not reported in last_error within 5s\n%s", s.logs)
+	}
+	mustContain(t, "/rules last_error", string(s.rulesInfo(t).LastError), strings.ReplaceAll(want, `"`, `\"`))
 }

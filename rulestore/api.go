@@ -80,8 +80,12 @@ type Errors []*ValidationError
 // rule, max_queueing_time on a reject rule, burst on a throttle rule.
 //
 // Every valid concurrency rule adds ConcurrencyWarning to Rules.Warnings.
+//
+// Parse also compiles the rules as a load does, so that it refuses exactly what the Store
+// refuses at start and on reload (a count, burst and duration too large to count exactly, say),
+// with the same message; only the shared store's own checks are left to the Store.
 func Parse(file string, data []byte, opts ParseOptions) (Rules, error) {
-	return parse(file, data, opts)
+	return check(file, data, opts)
 }
 
 // Load reads and parses path. A file that cannot be read (missing, or larger than MaxFileSize)

@@ -146,6 +146,7 @@ func (p *parser) text(r *ruleErrs, field string, s scalar) (string, bool) {
 func (p *parser) addAuthority(r *ruleErrs, rule authority.Rule) {
 	if len(r.errs) == 0 {
 		p.rules.Authority = append(p.rules.Authority, rule)
+		p.authPos = append(p.authPos, r.index)
 	}
 	r.done(&p.errs, rule.Resource)
 }
@@ -338,6 +339,7 @@ func (p *parser) addParamFlow(r *ruleErrs, i int, rule hotparam.Rule) {
 			p.warn(sectionParamFlow, i, rule.Resource, ConcurrencyWarning)
 		}
 		p.rules.ParamFlow = append(p.rules.ParamFlow, rule)
+		p.paramPos = append(p.paramPos, i)
 	}
 	r.done(&p.errs, rule.Resource)
 }

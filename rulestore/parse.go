@@ -30,8 +30,9 @@ const EmptyFileReason = "the file is empty (no rules document); an intentionally
 // completion signal, so only the rate-limit path applies these rules.
 const ConcurrencyWarning = "concurrency rules apply only to ShouldRateLimit calls (ext_authz Check has no completion signal)"
 
-// parse is Parse's implementation; the exported doc is on Parse in api.go.
-func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
+// parse is Parse's implementation; the exported doc is on Parse in api.go. Besides the rules it
+// returns where each was in the file.
+func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error) {
 	top := ruleErrs{file: file, index: -1}
 	var errs Errors
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
@@ -39,14 +40,14 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
 	if err != nil {
 		top.add("", "%v", err)
 		top.done(&errs, "")
-		return Rules{}, errs
+		return Rules{}, positions{}, errs
 	}
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || isNull(js) {
 		// A truncated file (a half-done write, a broken ConfigMap) must not remove every rule.
 		top.add("", "%s", EmptyFileReason)
 		top.done(&errs, "")
-		return Rules{}, errs
+		return Rules{}, positions{}, errs
 	}
 	p := parser{file: file, opts: opts, yaml: !isJSONFile(file)}
 	switch js[0] {
@@ -68,9 +69,15 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, error) {
 	}
 	top.done(&p.errs, "")
 	if len(p.errs) > 0 {
-		return Rules{}, p.errs
+		return Rules{}, positions{}, p.errs
 	}
-	return p.rules, nil
+	return p.rules, positions{authority: p.authPos, paramFlow: p.paramPos}, nil
+}
+
+// positions say where in the file each parsed rule was: authority[i] is the index, in its
+// list, of Rules.Authority[i]; paramFlow likewise.
+type positions struct {
+	authority, paramFlow []int
 }
 
 // toJSON converts the file's content to JSON: a .json file must be JSON already, anything else
@@ -155,6 +162,9 @@ type parser struct {
 	yaml  bool // the file was read as YAML
 	rules Rules
 	errs  Errors
+	// authPos and paramPos are the position in the file of each rule kept in rules.Authority
+	// and rules.ParamFlow, for the messages of the compile check.
+	authPos, paramPos []int
 }
 
 // rule starts the problem list of one rule.

@@ -8,9 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/extauthz/extauthz/authority"
-	"github.com/extauthz/extauthz/hotparam"
 )
 
 // Store holds the rules in force. It is safe for concurrent use.
@@ -39,23 +36,23 @@ func New(opts Options) (*Store, error) {
 		s.opts.Now = time.Now
 	}
 	if opts.File == "" {
-		return s, s.apply(Rules{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, nil, false)
 	}
 	data, err := load(opts.File)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && opts.Optional:
-		return s, s.apply(Rules{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, nil, false)
 	case err != nil:
 		err = fmt.Errorf("cannot read rules: %w", err)
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	rules, err := Parse(opts.File, data, opts.Parse)
+	rules, pos, err := parse(opts.File, data, opts.Parse)
 	if err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	if err := s.apply(rules, data, true); err != nil {
+	if err := s.apply(rules, pos, data, true); err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
@@ -83,11 +80,11 @@ func (s *Store) Reload() error {
 	case s.hasApplied && bytes.Equal(data, s.applied):
 		return nil
 	}
-	rules, err := Parse(s.opts.File, data, s.opts.Parse)
+	rules, pos, err := parse(s.opts.File, data, s.opts.Parse)
 	if err != nil {
 		return s.reject(err)
 	}
-	if err := s.apply(rules, data, true); err != nil {
+	if err := s.apply(rules, pos, data, true); err != nil {
 		return s.reject(err)
 	}
 	return nil
@@ -98,9 +95,9 @@ func (s *Store) LastError() *LoadError { return s.last.Load() }
 
 // apply compiles rules and makes them the set in force, with the next version. fromFile says
 // data is the file content they were parsed from. It requires mu held, or s unpublished.
-func (s *Store) apply(rules Rules, data []byte, fromFile bool) error {
+func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) error {
 	prev := s.cur.Load()
-	set, err := s.compile(rules, prev)
+	set, err := s.compile(rules, pos, prev)
 	if err != nil {
 		return err
 	}
@@ -117,19 +114,10 @@ func (s *Store) apply(rules Rules, data []byte, fromFile bool) error {
 }
 
 // compile builds the Set for rules, following prev (nil for the first load).
-func (s *Store) compile(rules Rules, prev *Set) (*Set, error) {
-	list, err := authority.New(rules.Authority)
+func (s *Store) compile(rules Rules, pos positions, prev *Set) (*Set, error) {
+	c, err := compileRules(s.opts.File, rules, pos, prev, s.opts.Limiter)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot compile authority rules: %w", s.opts.File, err)
-	}
-	var limiter *hotparam.Limiter
-	if prev != nil && prev.ParamFlow != nil {
-		limiter, err = prev.ParamFlow.Reload(rules.ParamFlow, s.opts.Limiter)
-	} else {
-		limiter, err = hotparam.New(rules.ParamFlow, s.opts.Limiter)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot compile param-flow rules: %w", s.opts.File, err)
+		return nil, err
 	}
 	var version uint64 = 1
 	if prev != nil {
@@ -140,8 +128,8 @@ func (s *Store) compile(rules Rules, prev *Set) (*Set, error) {
 		LoadedAt:  s.opts.Now(),
 		File:      s.opts.File,
 		Rules:     rules,
-		Authority: list,
-		ParamFlow: limiter,
+		Authority: c.authority,
+		ParamFlow: c.paramFlow,
 	}, nil
 }
 
