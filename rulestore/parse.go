@@ -82,8 +82,14 @@ type positions struct {
 
 // toJSON converts the file's content to JSON: a .json file must be JSON already, anything else
 // is read as YAML (of which JSON is a subset). Duplicate keys are an error either way.
+//
+// The nesting depth is checked first, by one linear pass (MaxDepth), and again on the JSON a
+// YAML file converts to, so that no decoding step costs more than linear time.
 func toJSON(file string, data []byte) ([]byte, error) {
 	if isJSONFile(file) {
+		if err := checkJSONDepth(data); err != nil {
+			return nil, fmt.Errorf("cannot parse JSON: %v", err)
+		}
 		var v json.RawMessage
 		if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
 			var se *json.SyntaxError
@@ -98,10 +104,16 @@ func toJSON(file string, data []byte) ([]byte, error) {
 		}
 		return data, nil
 	}
+	if err := checkYAMLDepth(data); err != nil {
+		return nil, fmt.Errorf("cannot parse YAML: %v", err)
+	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
 		return nil, fmt.Errorf("cannot parse YAML: %s", msg)
+	}
+	if err := checkJSONDepth(js); err != nil { // aliases, or text the line scan misread
+		return nil, fmt.Errorf("cannot parse YAML: %v", err)
 	}
 	return js, nil
 }
@@ -109,36 +121,50 @@ func toJSON(file string, data []byte) ([]byte, error) {
 func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
 
 // checkDuplicates reports the first object key given twice anywhere in raw (encoding/json would
-// silently keep the last one).
-func checkDuplicates(raw json.RawMessage) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
+// silently keep the last one). raw must be valid JSON; it is read in one pass.
+func checkDuplicates(raw []byte) error {
+	type frame struct {
+		object, wantKey bool
+		keys            map[string]struct{}
 	}
-	switch raw[0] {
-	case '{':
-		ms, err := members(raw)
-		if err != nil {
-			return err
-		}
-		seen := make(map[string]bool, len(ms))
-		for _, m := range ms {
-			if seen[m.name] {
-				return fmt.Errorf("cannot parse JSON: key %q given twice in one object", m.name)
+	var stack []frame
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			end := i + 1
+			for end < len(raw) && raw[end] != '"' {
+				if raw[end] == '\\' {
+					end++
+				}
+				end++
 			}
-			seen[m.name] = true
-			if err := checkDuplicates(m.value); err != nil {
-				return err
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+				top := &stack[n-1]
+				top.wantKey = false
+				key := string(raw[i+1 : min(end, len(raw))])
+				if bytes.IndexByte(raw[i:min(end+1, len(raw))], '\\') >= 0 {
+					_ = json.Unmarshal(raw[i:min(end+1, len(raw))], &key)
+				}
+				if top.keys == nil {
+					top.keys = make(map[string]struct{})
+				}
+				if _, dup := top.keys[key]; dup {
+					return fmt.Errorf("cannot parse JSON: key %q given twice in one object", key)
+				}
+				top.keys[key] = struct{}{}
 			}
-		}
-	case '[':
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return err
-		}
-		for _, e := range elems {
-			if err := checkDuplicates(e); err != nil {
-				return err
+			i = end
+		case '{':
+			stack = append(stack, frame{object: true, wantKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].wantKey = true
 			}
 		}
 	}
