@@ -90,8 +90,11 @@ func check(file string, data []byte, opts ParseOptions) (Rules, error) {
 	if err != nil {
 		return Rules{}, err
 	}
-	if _, err := compileRules(file, rules, pos, nil, hotparam.Options{}); err != nil {
+	if _, err := compileRules(file, rules, pos, nil, hotparamOptions()); err != nil {
 		return Rules{}, err
 	}
 	return rules, nil
 }
+
+// hotparamOptions are the limiter options of a check: no shared store.
+func hotparamOptions() hotparam.Options { return hotparam.Options{} }
