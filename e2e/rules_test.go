@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,4 +70,56 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		t.Fatalf("reload of a count of 2^63-1 not reported in last_error within 5s\n%s", s.logs)
 	}
 	mustContain(t, "/rules last_error", string(s.rulesInfo(t).LastError), strings.ReplaceAll(want, `"`, `\"`))
+}
+
+// TestRestoredFileClearsFailure: after a rejected load, putting back the bytes in force sets
+// extauthz_rules_last_load_success back to 1 and clears /rules last_error (identical content was
+// skipped, so the gauge stayed 0).
+func TestRestoredFileClearsFailure(t *testing.T) {
+	rules := readRules(t)
+	s := newService(t, rules)
+	if got := gauge(t, s, "extauthz_rules_last_load_success"); got != 1 {
+		t.Fatalf("extauthz_rules_last_load_success at start = %v, want 1", got)
+	}
+	v0 := s.rulesInfo(t).Version
+	replaceFile(t, s.rules, []byte("authority: [{resource: r, strategy: grey, origins: [a]}]\n"))
+	if !eventually(5*time.Second, func() bool { return gauge(t, s, "extauthz_rules_last_load_success") == 0 }) {
+		t.Fatalf("a rejected load left extauthz_rules_last_load_success at 1\n%s", s.logs)
+	}
+	replaceFile(t, s.rules, rules)
+	if !eventually(5*time.Second, func() bool { return gauge(t, s, "extauthz_rules_last_load_success") == 1 }) {
+		t.Fatalf("restoring the file in force left extauthz_rules_last_load_success at 0\n%s", s.logs)
+	}
+	info := s.rulesInfo(t)
+	if string(info.LastError) != "null" {
+		t.Errorf("/rules last_error after the restore = %s, want null", info.LastError)
+	}
+	if info.Version != v0 {
+		t.Errorf("version after restoring the same bytes = %d, want %d (nothing recompiled)", info.Version, v0)
+	}
+}
+
+// gauge reads an unlabelled gauge from /metrics; it fails t when the series is missing.
+func gauge(t *testing.T, s *service, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.adminURL + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no %s in /metrics", name)
+	return 0
 }

@@ -119,8 +119,11 @@ type Event struct {
 	File    string
 	Version uint64 // the version in force after the load
 	Applied bool
-	Err     error
-	Rules   int // rules in force after the load
+	// Restored: the file is back to the content in force after a rejected load; nothing was
+	// recompiled and Version is unchanged. Applied is set too.
+	Restored bool
+	Err      error
+	Rules    int // rules in force after the load
 	// Warnings are the applied rules' warnings (Rules.Warnings); nil when not Applied.
 	Warnings []string
 }

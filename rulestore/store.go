@@ -15,8 +15,10 @@ import (
 // A load reads the file, parses and validates it whole, compiles it (keeping the per-value state
 // of every param-flow rule whose identity is unchanged, see hotparam.Limiter.Reload) and swaps
 // one pointer: a reader of Current sees the old set or the new one, never a mix. A load that
-// fails keeps the set in force and is recorded (LastError). A load whose file content is
-// byte-identical to the content in force is a no-op: no new version, no OnLoad call. Loads are
+// fails keeps the set in force and is recorded (LastError) until a load succeeds. A load whose
+// file content is byte-identical to the content in force makes no new version; it calls OnLoad
+// (an applied Event with Restored set) only when it follows a rejected load, since the file is
+// then back to the rules in force. Loads are
 // serialised; OnLoad is called from the loading goroutine and must not call Reload.
 type Store struct {
 	opts Options
@@ -78,6 +80,7 @@ func (s *Store) Reload() error {
 	case err != nil:
 		return s.reject(fmt.Errorf("cannot read rules: %w", err))
 	case s.hasApplied && bytes.Equal(data, s.applied):
+		s.restored()
 		return nil
 	}
 	rules, pos, err := parse(s.opts.File, data, s.opts.Parse)
@@ -90,7 +93,8 @@ func (s *Store) Reload() error {
 	return nil
 }
 
-// LastError returns the last rejected load, or nil.
+// LastError returns the last load when it was rejected, or nil once a load (or a return to the
+// content in force) succeeded.
 func (s *Store) LastError() *LoadError { return s.last.Load() }
 
 // apply compiles rules and makes them the set in force, with the next version. fromFile says
@@ -102,6 +106,7 @@ func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) er
 		return err
 	}
 	s.cur.Store(set)
+	s.last.Store(nil)
 	s.applied, s.hasApplied = data, fromFile
 	s.emit(Event{
 		File:     s.opts.File,
@@ -131,6 +136,26 @@ func (s *Store) compile(rules Rules, pos positions, prev *Set) (*Set, error) {
 		Authority: c.authority,
 		ParamFlow: c.paramFlow,
 	}, nil
+}
+
+// restored handles content identical to the content in force: nothing is recompiled. If the
+// last load was rejected, the file is back to the rules in force, so the failure is cleared and
+// an applied Event (Restored, same version) tells OnLoad that the last load succeeded. It
+// requires mu held.
+func (s *Store) restored() {
+	if s.last.Load() == nil {
+		return
+	}
+	s.last.Store(nil)
+	cur := s.cur.Load()
+	s.emit(Event{
+		File:     s.opts.File,
+		Version:  cur.Version,
+		Applied:  true,
+		Restored: true,
+		Rules:    ruleCount(cur),
+		Warnings: cur.Rules.Warnings,
+	})
 }
 
 // reject records a failed load and returns err. It requires mu held.

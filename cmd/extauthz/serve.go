@@ -272,6 +272,10 @@ func (s *service) ready() bool {
 // onLoad logs and counts every load of the rules file.
 func (s *service) onLoad(e rulestore.Event) {
 	s.metrics.Reload(e.Applied, e.Version, e.Rules)
+	if e.Restored {
+		s.log.Info("rules file restored to the rules in force", zap.String("file", e.File), zap.Uint64("version", e.Version))
+		return
+	}
 	if e.Applied {
 		s.log.Info("rules applied", zap.String("file", e.File), zap.Uint64("version", e.Version), zap.Int("rules", e.Rules))
 		for _, w := range e.Warnings {
