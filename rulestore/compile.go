@@ -86,14 +86,20 @@ func at(pos []int, i int) int {
 // check parses data and compiles the result without keeping it: every check a load makes,
 // short of the shared store's.
 func check(file string, data []byte, opts ParseOptions) (Rules, error) {
+	rules, _, err := checkPos(file, data, opts)
+	return rules, err
+}
+
+// checkPos is check that also returns where each rule was in the file.
+func checkPos(file string, data []byte, opts ParseOptions) (Rules, positions, error) {
 	rules, pos, err := parse(file, data, opts)
 	if err != nil {
-		return Rules{}, err
+		return Rules{}, positions{}, err
 	}
 	if _, err := compileRules(file, rules, pos, nil, hotparamOptions()); err != nil {
-		return Rules{}, err
+		return Rules{}, positions{}, err
 	}
-	return rules, nil
+	return rules, pos, nil
 }
 
 // hotparamOptions are the limiter options of a check: no shared store.

@@ -14,7 +14,7 @@ import (
 
 // fuzzSeeds adds every fixture whose name ends with one of exts as a seed.
 func fuzzSeeds(f *testing.F, exts ...string) {
-	for _, dir := range []string{"valid", "invalid"} {
+	for _, dir := range []string{"valid", "invalid", "shapes"} {
 		files, err := os.ReadDir(filepath.Join("testdata", dir))
 		if err != nil {
 			f.Fatal(err)

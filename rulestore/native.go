@@ -13,6 +13,8 @@ import (
 const (
 	sectionAuthority = "authority"
 	sectionParamFlow = "param_flow"
+	// sectionAPI addresses a Sentinel ApiDefinition in a list of gateway rules.
+	sectionAPI = "api"
 )
 
 // nativeFile is the top level of the native format.
@@ -45,6 +47,7 @@ type paramFlowDoc struct {
 	Refund          bool              `json:"refund"`
 	Cluster         bool              `json:"cluster"`
 	Shadow          bool              `json:"shadow"`
+	Match           json.RawMessage   `json:"match"`
 }
 
 // itemDoc is one exception item as written.
@@ -232,6 +235,11 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		}
 		return value, it.Count, ok && g["value"] && g["count"] && value != ""
 	})
+	if given["match"] {
+		if m := nativeMatch(d.Match, r); m != nil {
+			rule.Match = m
+		}
+	}
 	fields := ruleFields{
 		grade: "grade", behavior: "behavior", count: "count", burst: "burst",
 		maxQueueing: "max_queueing_time", refund: "refund", cluster: "cluster", lease: "lease",

@@ -68,6 +68,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 		top.add("", "the file must hold a mapping with authority and param_flow lists, or a list of Sentinel rules; got %s", jsonKind(js))
 	}
 	top.done(&p.errs, "")
+	p.sourceNotes()
 	if len(p.errs) > 0 {
 		return Rules{}, positions{}, p.errs
 	}
@@ -191,6 +192,9 @@ type parser struct {
 	// authPos and paramPos are the position in the file of each rule kept in rules.Authority
 	// and rules.ParamFlow, for the messages of the compile check.
 	authPos, paramPos []int
+	sawMeta           bool                // Sentinel dashboard metadata was set aside
+	apis              map[string][]string // ApiDefinitions by name: their paths, for messages
+	sources           map[string]string   // params read from mapping sources, by param: the source
 }
 
 // rule starts the problem list of one rule.
