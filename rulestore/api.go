@@ -130,8 +130,11 @@ type Event struct {
 
 // Options configure a Store.
 type Options struct {
-	File     string // rules file; "" means no rules
-	Optional bool   // a missing File means an empty rule set, not an error
+	File string // rules file; "" means no rules, or rules given to LoadDocuments
+	// Source names the origin of the rules given to LoadDocuments when there is no File (e.g.
+	// "etcd:/extauthz/rules"); events and sets carry it as their File.
+	Source   string
+	Optional bool // a missing File means an empty rule set, not an error
 	Parse    ParseOptions
 	Limiter  hotparam.Options
 	OnLoad   func(Event)      // called after every load attempt; may be nil

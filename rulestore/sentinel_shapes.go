@@ -565,6 +565,6 @@ func (p *parser) sourceNotes() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.warn("", -1, "", fmt.Sprintf("param %q needs a mapping source, which a rules file cannot add: add mapping.authz.params.%s: %s to the service config (and send it as the rate-limit descriptor key %q)", n, n, p.sources[n], n))
+		p.warn("", -1, "", fmt.Sprintf("param %q needs a mapping source, which a rules file cannot add: add authz.params.%s: %s to the service config (and send it as the rate-limit descriptor key %q)", n, n, p.sources[n], n))
 	}
 }

@@ -100,8 +100,14 @@ func (s *Store) LastError() *LoadError { return s.last.Load() }
 // apply compiles rules and makes them the set in force, with the next version. fromFile says
 // data is the file content they were parsed from. It requires mu held, or s unpublished.
 func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) error {
+	return s.applyVersion(rules, pos, data, fromFile, 0)
+}
+
+// applyVersion is apply with the version the set gets; 0 (or one not above the version in
+// force) means the next one.
+func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile bool, version uint64) error {
 	prev := s.cur.Load()
-	set, err := s.compile(rules, pos, prev)
+	set, err := s.compile(rules, pos, prev, version)
 	if err != nil {
 		return err
 	}
@@ -109,7 +115,7 @@ func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) er
 	s.last.Store(nil)
 	s.applied, s.hasApplied = data, fromFile
 	s.emit(Event{
-		File:     s.opts.File,
+		File:     s.name(),
 		Version:  set.Version,
 		Applied:  true,
 		Rules:    ruleCount(set),
@@ -119,8 +125,8 @@ func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) er
 }
 
 // compile builds the Set for rules, following prev (nil for the first load).
-func (s *Store) compile(rules Rules, pos positions, prev *Set) (*Set, error) {
-	c, err := compileRules(s.opts.File, rules, pos, prev, s.opts.Limiter)
+func (s *Store) compile(rules Rules, pos positions, prev *Set, want uint64) (*Set, error) {
+	c, err := compileRules(s.name(), rules, pos, prev, s.opts.Limiter)
 	if err != nil {
 		return nil, err
 	}
@@ -128,10 +134,13 @@ func (s *Store) compile(rules Rules, pos positions, prev *Set) (*Set, error) {
 	if prev != nil {
 		version = prev.Version + 1
 	}
+	if want > version {
+		version = want
+	}
 	return &Set{
 		Version:   version,
 		LoadedAt:  s.opts.Now(),
-		File:      s.opts.File,
+		File:      s.name(),
 		Rules:     rules,
 		Authority: c.authority,
 		ParamFlow: c.paramFlow,
@@ -149,7 +158,7 @@ func (s *Store) restored() {
 	s.last.Store(nil)
 	cur := s.cur.Load()
 	s.emit(Event{
-		File:     s.opts.File,
+		File:     s.name(),
 		Version:  cur.Version,
 		Applied:  true,
 		Restored: true,
@@ -162,7 +171,7 @@ func (s *Store) restored() {
 func (s *Store) reject(err error) error {
 	s.last.Store(&LoadError{Time: s.opts.Now(), Message: err.Error()})
 	cur := s.cur.Load()
-	s.emit(Event{File: s.opts.File, Version: cur.Version, Err: err, Rules: ruleCount(cur)})
+	s.emit(Event{File: s.name(), Version: cur.Version, Err: err, Rules: ruleCount(cur)})
 	return err
 }
 
@@ -170,6 +179,14 @@ func (s *Store) emit(e Event) {
 	if s.opts.OnLoad != nil {
 		s.opts.OnLoad(e)
 	}
+}
+
+// name is what events and sets call the rules' origin: the file, or Options.Source.
+func (s *Store) name() string {
+	if s.opts.File == "" && s.opts.Source != "" {
+		return s.opts.Source
+	}
+	return s.opts.File
 }
 
 func ruleCount(set *Set) int {
