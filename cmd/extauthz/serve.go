@@ -24,6 +24,7 @@ import (
 	"github.com/extauthz/extauthz/admin"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
@@ -67,15 +68,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 // service is the running process: the rules, the two servers and the watcher.
 type service struct {
-	cfg     config.Config
-	log     *zap.Logger
-	metrics *metrics.Metrics
-	store   *rulestore.Store
-	remote  *redisstore.Store // nil without store.redis
-	grpc    *grpc.Server
-	health  *health.Server
-	admin   *http.Server
-	serving atomic.Bool // the gRPC server accepts calls
+	cfg       config.Config
+	log       *zap.Logger
+	metrics   *metrics.Metrics
+	store     *rulestore.Store
+	remote    *redisstore.Store  // nil without store.redis
+	etcd      *etcdrules.Watcher // nil without rules_etcd
+	closeEtcd func()
+	grpc      *grpc.Server
+	health    *health.Server
+	admin     *http.Server
+	serving   atomic.Bool // the gRPC server accepts calls
 }
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
@@ -95,7 +98,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	}
 	s.remote = rem
 
-	store, err := rulestore.New(rulestore.Options{
+	storeOpts := rulestore.Options{
 		File:     cfg.RulesFile,
 		Optional: cfg.RulesOptional,
 		Parse: rulestore.ParseOptions{
@@ -104,12 +107,18 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		},
 		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
 		OnLoad:  s.onLoad,
-	})
+	}
+	rulesSource(cfg, &storeOpts)
+	store, err := rulestore.New(storeOpts)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	s.store = store
+	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.metrics.SetResources(resources(store.Current()))
 
 	opts, err := grpcOptions(cfg, log.Named("tls"))
@@ -168,6 +177,13 @@ func (s *service) run(ctx context.Context) error {
 		defer wg.Done()
 		if err := s.store.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Error("rules watcher stopped; the rules in force stay until restart", zap.Error(err))
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := runEtcdRules(watchCtx, s.etcd); err != nil {
+			s.log.Error("rules_etcd watch stopped; the rules in force stay until restart", zap.Error(err))
 		}
 	}()
 	wg.Add(1)
@@ -245,6 +261,10 @@ func (s *service) shutdown() {
 
 // close releases what newService acquired.
 func (s *service) close() {
+	if s.closeEtcd != nil {
+		s.closeEtcd()
+		s.closeEtcd = nil
+	}
 	if s.remote != nil {
 		s.remote.Close()
 		s.remote = nil
@@ -334,6 +354,7 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.String("admin_addr", cfg.AdminAddr),
 		zap.String("rules_file", cfg.RulesFile),
 		zap.Bool("rules_optional", cfg.RulesOptional),
+		zap.Strings("rules_etcd_keys", cfg.RulesEtcd.Keys),
 		zap.String("log_level", cfg.Log.Level),
 		zap.Bool("tls", cfg.TLS.Enabled()),
 		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),
