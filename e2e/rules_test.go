@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -122,4 +123,47 @@ func gauge(t *testing.T, s *service, name string) float64 {
 	}
 	t.Fatalf("no %s in /metrics", name)
 	return 0
+}
+
+// TestLoadWarnings: a rules file whose rules lack input or contradict each other loads with
+// warnings, shown by the log, by /rules and by `extauthz validate`.
+func TestLoadWarnings(t *testing.T) {
+	rules := []byte(`authority:
+  - {resource: "GET:/items", strategy: white, origins: [web]}
+  - {resource: "GET:/items", strategy: black, origins: [scraper]}
+param_flow:
+  - {resource: "GET:/items", param: not_mapped, count: 5}
+  - {resource: "POST:/orders", param: api_key, count: 5, refund: true, lease: 30s}
+`)
+	want := []string{
+		`param "not_mapped": no authz.params source produces it`,
+		`concurrency and refund rules (param_flow[1]) act only on rate-limit calls that carry the lease key "lease_id"`,
+		`authority (resource "GET:/items"): white and black rules on one resource`,
+	}
+	s := newService(t, rules)
+
+	resp, err := http.Get(s.adminURL + "/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mustContain(t, "/rules warnings", strings.Join(body.Warnings, "\n"), want...)
+	mustContain(t, "log", s.logs.String(), `"msg":"rules warning"`)
+	for _, w := range want {
+		mustContain(t, "log", s.logs.String(), strings.ReplaceAll(w, `"`, `\"`))
+	}
+
+	out, err := exec.Command(binary, "validate", "--config", extauthzYAML, s.rules).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	for _, w := range want {
+		mustContain(t, "validate output", string(out), "warning: ", w)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
 )
 
@@ -25,6 +26,9 @@ type ParseOptions struct {
 	ParamNames []string
 	// ClusterEnabled allows `cluster: true` rules (a shared store is configured).
 	ClusterEnabled bool
+	// Mapping, when set, is the service's mapping config: rules that it leaves without the
+	// input they need (an origin, a param source, a lease key) get warnings.
+	Mapping *descriptors.Config
 }
 
 // ValidationError is one problem in a rules file, addressed by file, rule and field.

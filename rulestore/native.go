@@ -296,7 +296,7 @@ type ruleFields struct {
 // format. Fields that do not apply to the rule's grade or behaviour are errors when non-zero
 // (zero values are accepted, so that a template listing every field parses):
 //   - concurrency rules take no throttle behaviour, no burst and no refund (they always
-//     release); qps rules take no lease;
+//     release); qps rules take a lease only with refund (a refund expires at the lease);
 //   - max_queueing_time applies only to throttle rules, and burst only to reject rules (a
 //     throttled value is spaced evenly, it has no bucket).
 func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) {
@@ -324,8 +324,8 @@ func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) 
 			r.add(f.maxQueueing, "applies only to throttle rules")
 		}
 	case hotparam.QPS:
-		if rule.Lease != 0 && f.lease != "" {
-			r.add(f.lease, "applies only to concurrency rules, not to qps rules")
+		if rule.Lease != 0 && f.lease != "" && !rule.Refund {
+			r.add(f.lease, "applies only to concurrency rules and to qps rules with refund: true (how long a refund stays possible)")
 		}
 		if rule.Behavior == hotparam.Reject && rule.MaxQueueingTime > 0 {
 			r.add(f.maxQueueing, "applies only to throttle rules; this rule's behavior is reject")

@@ -68,6 +68,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 		top.add("", "the file must hold a mapping with authority and param_flow lists, or a list of Sentinel rules; got %s", jsonKind(js))
 	}
 	top.done(&p.errs, "")
+	p.configWarnings()
 	p.sourceNotes()
 	if len(p.errs) > 0 {
 		return Rules{}, positions{}, p.errs

@@ -52,7 +52,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"throttle_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "behavior", "throttle applies only to qps rules"}}},
 		{"burst_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "not to concurrency rules"}}},
 		{"burst_on_throttle.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "applies only to reject rules"}}},
-		{"lease_on_qps.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "lease", "not to qps rules"}}},
+		{"lease_on_qps.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "lease", "qps rules with refund: true"}}},
 		{"refund_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "refund", "always release"}}},
 		{"item_without_value.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "items[1].value", "required"}}},
 		{"item_negative_count.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "items[0].count", "must not be negative, got -10"}}},

@@ -104,6 +104,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		Parse: rulestore.ParseOptions{
 			ParamNames:     cfg.ParamNames,
 			ClusterEnabled: rem != nil,
+			Mapping:        &cfg.Mapping,
 		},
 		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
 		OnLoad:  s.onLoad,

@@ -54,7 +54,7 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 		problems++
 	}
 
-	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled()}
+	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(), Mapping: &cfg.Mapping}
 	for _, file := range files {
 		lines, n := rulestore.Report(file, opts)
 		for _, l := range lines {
