@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
 )
 
@@ -25,6 +26,9 @@ type ParseOptions struct {
 	ParamNames []string
 	// ClusterEnabled allows `cluster: true` rules (a shared store is configured).
 	ClusterEnabled bool
+	// Mapping, when set, is the service's mapping config: rules that it leaves without the
+	// input they need (an origin, a param source, a lease key) get warnings.
+	Mapping *descriptors.Config
 }
 
 // ValidationError is one problem in a rules file, addressed by file, rule and field.
@@ -42,8 +46,9 @@ type Errors []*ValidationError
 
 // Parse decodes and validates data, read from file (used in messages and to tell the format by
 // extension when the content does not). It checks the whole file and returns every problem as
-// Errors (each a *ValidationError), or the rules with no error. An empty file is an empty rule
-// set.
+// Errors (each a *ValidationError), or the rules with no error. A file that holds no document
+// (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty rule set is
+// written as {} or with empty lists.
 //
 // A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
 // is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the
@@ -79,8 +84,12 @@ type Errors []*ValidationError
 // rule, max_queueing_time on a reject rule, burst on a throttle rule.
 //
 // Every valid concurrency rule adds ConcurrencyWarning to Rules.Warnings.
+//
+// Parse also compiles the rules as a load does, so that it refuses exactly what the Store
+// refuses at start and on reload (a count, burst and duration too large to count exactly, say),
+// with the same message; only the shared store's own checks are left to the Store.
 func Parse(file string, data []byte, opts ParseOptions) (Rules, error) {
-	return parse(file, data, opts)
+	return check(file, data, opts)
 }
 
 // Load reads and parses path. A file that cannot be read (missing, or larger than MaxFileSize)
@@ -114,16 +123,22 @@ type Event struct {
 	File    string
 	Version uint64 // the version in force after the load
 	Applied bool
-	Err     error
-	Rules   int // rules in force after the load
+	// Restored: the file is back to the content in force after a rejected load; nothing was
+	// recompiled and Version is unchanged. Applied is set too.
+	Restored bool
+	Err      error
+	Rules    int // rules in force after the load
 	// Warnings are the applied rules' warnings (Rules.Warnings); nil when not Applied.
 	Warnings []string
 }
 
 // Options configure a Store.
 type Options struct {
-	File     string // rules file; "" means no rules
-	Optional bool   // a missing File means an empty rule set, not an error
+	File string // rules file; "" means no rules, or rules given to LoadDocuments
+	// Source names the origin of the rules given to LoadDocuments when there is no File (e.g.
+	// "etcd:/extauthz/rules"); events and sets carry it as their File.
+	Source   string
+	Optional bool // a missing File means an empty rule set, not an error
 	Parse    ParseOptions
 	Limiter  hotparam.Options
 	OnLoad   func(Event)      // called after every load attempt; may be nil

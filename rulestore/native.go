@@ -13,6 +13,8 @@ import (
 const (
 	sectionAuthority = "authority"
 	sectionParamFlow = "param_flow"
+	// sectionAPI addresses a Sentinel ApiDefinition in a list of gateway rules.
+	sectionAPI = "api"
 )
 
 // nativeFile is the top level of the native format.
@@ -45,6 +47,7 @@ type paramFlowDoc struct {
 	Refund          bool              `json:"refund"`
 	Cluster         bool              `json:"cluster"`
 	Shadow          bool              `json:"shadow"`
+	Match           json.RawMessage   `json:"match"`
 }
 
 // itemDoc is one exception item as written.
@@ -146,6 +149,7 @@ func (p *parser) text(r *ruleErrs, field string, s scalar) (string, bool) {
 func (p *parser) addAuthority(r *ruleErrs, rule authority.Rule) {
 	if len(r.errs) == 0 {
 		p.rules.Authority = append(p.rules.Authority, rule)
+		p.authPos = append(p.authPos, r.index)
 	}
 	r.done(&p.errs, rule.Resource)
 }
@@ -231,6 +235,11 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		}
 		return value, it.Count, ok && g["value"] && g["count"] && value != ""
 	})
+	if given["match"] {
+		if m := nativeMatch(d.Match, r); m != nil {
+			rule.Match = m
+		}
+	}
 	fields := ruleFields{
 		grade: "grade", behavior: "behavior", count: "count", burst: "burst",
 		maxQueueing: "max_queueing_time", refund: "refund", cluster: "cluster", lease: "lease",
@@ -287,7 +296,7 @@ type ruleFields struct {
 // format. Fields that do not apply to the rule's grade or behaviour are errors when non-zero
 // (zero values are accepted, so that a template listing every field parses):
 //   - concurrency rules take no throttle behaviour, no burst and no refund (they always
-//     release); qps rules take no lease;
+//     release); qps rules take a lease only with refund (a refund expires at the lease);
 //   - max_queueing_time applies only to throttle rules, and burst only to reject rules (a
 //     throttled value is spaced evenly, it has no bucket).
 func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) {
@@ -315,8 +324,8 @@ func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) 
 			r.add(f.maxQueueing, "applies only to throttle rules")
 		}
 	case hotparam.QPS:
-		if rule.Lease != 0 && f.lease != "" {
-			r.add(f.lease, "applies only to concurrency rules, not to qps rules")
+		if rule.Lease != 0 && f.lease != "" && !rule.Refund {
+			r.add(f.lease, "applies only to concurrency rules and to qps rules with refund: true (how long a refund stays possible)")
 		}
 		if rule.Behavior == hotparam.Reject && rule.MaxQueueingTime > 0 {
 			r.add(f.maxQueueing, "applies only to throttle rules; this rule's behavior is reject")
@@ -338,6 +347,7 @@ func (p *parser) addParamFlow(r *ruleErrs, i int, rule hotparam.Rule) {
 			p.warn(sectionParamFlow, i, rule.Resource, ConcurrencyWarning)
 		}
 		p.rules.ParamFlow = append(p.rules.ParamFlow, rule)
+		p.paramPos = append(p.paramPos, i)
 	}
 	r.done(&p.errs, rule.Resource)
 }

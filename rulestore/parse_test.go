@@ -52,7 +52,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"throttle_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "behavior", "throttle applies only to qps rules"}}},
 		{"burst_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "not to concurrency rules"}}},
 		{"burst_on_throttle.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "applies only to reject rules"}}},
-		{"lease_on_qps.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "lease", "not to qps rules"}}},
+		{"lease_on_qps.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "lease", "qps rules with refund: true"}}},
 		{"refund_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "refund", "always release"}}},
 		{"item_without_value.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "items[1].value", "required"}}},
 		{"item_negative_count.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "items[0].count", "must not be negative, got -10"}}},
@@ -64,6 +64,8 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"yaml_syntax.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "cannot parse YAML"}}},
 		{"duplicate_key.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", `"count" already set`}}},
 		{"top_level_scalar.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "must hold a mapping"}}},
+		{"empty.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "the file is empty"}}},
+		{"comment_only.yaml", ParseOptions{}, []wantErr{{"", -1, "", "", "the file is empty"}}},
 		{"several_errors.yaml", ParseOptions{}, []wantErr{
 			{"authority", 1, "GET:/admin", "strategy", `unknown strategy "grey"`},
 			{"authority", 1, "GET:/admin", "origins[0]", `"10.0.0.0/40"`},
@@ -87,7 +89,6 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"sentinel_unknown_field.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramIndex", `unknown field (did you mean "paramIdx"?)`}}},
 		{"sentinel_count_fraction.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "count", "must be a whole number, got 2.5"}}},
 		{"sentinel_item_class.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramFlowItemList[0].object", `"abc" is not a valid int`}}},
-		{"sentinel_cluster.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "clusterMode", "cluster rules need a store.redis config"}}},
 		{"sentinel_empty_limitapp.json", sentinelOpts, []wantErr{{"authority", 0, "GET:/hello", "limitApp", "at least one origin"}}},
 		{"sentinel_object_unknown_list.json", sentinelOpts, []wantErr{{"", -1, "", "flowRules", "unknown field"}}},
 	}
@@ -247,7 +248,7 @@ func TestParseValidFixtures(t *testing.T) {
 			ParamFlow: []hotparam.Rule{
 				{Resource: "POST:/order", Param: "item_id", Count: 7, Duration: time.Second, Cluster: true},
 			},
-			Warnings: []string{objectFile + `: param_flow[0] (resource "POST:/order"): clusterConfig is ignored: a cluster rule's count is shared by all replicas, and the store's fallback applies`},
+			Warnings: []string{objectFile + `: param_flow[0] (resource "POST:/order"): clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule`},
 		}},
 	}
 	for _, tt := range tests {
@@ -306,7 +307,12 @@ func TestParseFormats(t *testing.T) {
 			Rules{ParamFlow: []hotparam.Rule{{Resource: "r", Param: "p", Count: 1, Duration: time.Second, Items: map[string]int64{"1.50": 2, "1e3": 3}}}}},
 		{"byte order mark", "r.json", "\xef\xbb\xbf{\"authority\": []}", Rules{}},
 		{"null sections", "r.yaml", "authority:\nparam_flow:\n", Rules{}},
-		{"whitespace only json", "r.json", " \n", Rules{}},
+		{"empty json object", "r.json", " {}\n", Rules{}},
+		{"sentinel clusterMode without a store is local, with a warning", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 5, "clusterMode": true}]`,
+			Rules{
+				ParamFlow: []hotparam.Rule{{Resource: "r", Param: "item_id", Count: 5, Duration: time.Second}},
+				Warnings:  []string{`r.json: param_flow[0] (resource "r"): clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own`},
+			}},
 		{"empty sentinel list", "r.json", "[]", Rules{}},
 		{"negative paramIdx counts from the end", "r.json", `[{"resource": "r", "paramIdx": -1, "count": 2, "grade": 1}]`,
 			Rules{ParamFlow: []hotparam.Rule{{Resource: "r", Param: "item_id", Count: 2, Duration: time.Second}}}},

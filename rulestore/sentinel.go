@@ -60,8 +60,7 @@ type sentinelAuthorityDoc struct {
 	Regex    bool   `json:"regex"`
 }
 
-// sentinelList reads a top-level list of Sentinel rules: an element with a strategy field is an
-// authority rule, any other a param-flow rule.
+// sentinelList reads a top-level list of Sentinel rules of any shape (see classify).
 func (p *parser) sentinelList(js []byte) {
 	var elems []json.RawMessage
 	if err := json.Unmarshal(js, &elems); err != nil {
@@ -70,6 +69,7 @@ func (p *parser) sentinelList(js []byte) {
 		top.done(&p.errs, "")
 		return
 	}
+	p.apiDefinitions(elems)
 	for i, e := range elems {
 		ms, err := members(e)
 		if err != nil {
@@ -78,11 +78,83 @@ func (p *parser) sentinelList(js []byte) {
 			r.done(&p.errs, "")
 			continue
 		}
-		if hasMember(ms, "strategy") {
-			p.sentinelAuthority(i, ms)
-		} else {
-			p.sentinelParam(i, ms)
+		p.sentinelRule(i, ms, "")
+	}
+	p.metadataNote()
+}
+
+// The shapes of Sentinel rules one list may hold.
+const (
+	shapeParam     = "param"     // Sentinel's ParamFlowRule
+	shapeAuthority = "authority" // Sentinel's AuthorityRule
+	shapeGo        = "go"        // sentinel-golang's hotspot.Rule
+	shapeGateway   = "gateway"   // Sentinel's GatewayFlowRule
+	shapeAPI       = "api"       // Sentinel's ApiDefinition
+)
+
+// classify tells a Sentinel rule's shape by its fields: strategy makes an authority rule, and
+// apiName or predicateItems an ApiDefinition; otherwise the shape with the most fields only it
+// has wins (a misspelt field then still reads as the shape the others say, and is reported with
+// did-you-mean), a param-flow rule on a tie:
+//   - param-flow: grade, count, paramIdx, paramFlowItemList, limitApp, clusterMode, clusterConfig,
+//     burstCount, durationInSec (sentinel-golang has the last two too);
+//   - sentinel-golang: threshold, metricType, paramIndex, paramKey, specificItems,
+//     paramsMaxCapacity;
+//   - gateway: resourceMode, paramItem, intervalSec, interval, intervalUnit,
+//     maxQueueingTimeoutMs, burst.
+//
+// A gateway rule that gives only resource and count (no paramItem) reads as a param-flow rule
+// without paramIdx: give it resourceMode (0 for a route) to tell it apart.
+func classify(ms []member) string {
+	score := map[string]int{}
+	for _, m := range ms {
+		switch m.name {
+		case "strategy":
+			return shapeAuthority
+		case "apiName", "predicateItems":
+			return shapeAPI
+		case "resourceMode", "paramItem", "intervalSec", "interval", "intervalUnit", "maxQueueingTimeoutMs", "burst":
+			score[shapeGateway]++
+		case "threshold", "metricType", "paramIndex", "paramKey", "specificItems", "paramsMaxCapacity":
+			score[shapeGo]++
+		case "paramIdx", "paramFlowItemList", "limitApp", "clusterMode", "clusterConfig":
+			score[shapeParam] += 2 // only Sentinel's param-flow rules have these
+		case "grade", "count", "controlBehavior":
+			score[shapeParam]++
+			score[shapeGateway]++
 		}
+	}
+	best := shapeParam
+	for _, shape := range []string{shapeGo, shapeGateway} {
+		if score[shape] > score[best] {
+			best = shape
+		}
+	}
+	return best
+}
+
+// sentinelRule reads list element i of any shape; want, when not "", is the shape its list
+// holds (a key of the object form).
+func (p *parser) sentinelRule(i int, ms []member, want string) {
+	ms = p.unwrapEntity(i, ms)
+	if ms == nil {
+		return
+	}
+	shape := want
+	if shape == "" {
+		shape = classify(ms)
+	}
+	switch shape {
+	case shapeAuthority:
+		p.sentinelAuthority(i, ms)
+	case shapeAPI:
+		// read first by apiDefinitions, for the gateway rules that name them
+	case shapeGo:
+		p.goHotspot(i, ms)
+	case shapeGateway:
+		p.gatewayRule(i, ms)
+	default:
+		p.sentinelParam(i, ms)
 	}
 }
 
@@ -94,14 +166,19 @@ func (p *parser) sentinelObject(ms []member) {
 	top.done(&p.errs, "")
 	if elems, ok := p.list(sentinelAuthorityKey, f.AuthorityRules); ok {
 		for i, e := range elems {
-			p.sentinelAuthority(i, p.object(sectionAuthority, i, e))
+			if ms := p.object(sectionAuthority, i, e); ms != nil {
+				p.sentinelRule(i, ms, shapeAuthority)
+			}
 		}
 	}
 	if elems, ok := p.list(sentinelParamKey, f.ParamFlowRules); ok {
 		for i, e := range elems {
-			p.sentinelParam(i, p.object(sectionParamFlow, i, e))
+			if ms := p.object(sectionParamFlow, i, e); ms != nil {
+				p.sentinelRule(i, ms, shapeParam)
+			}
 		}
 	}
+	p.metadataNote()
 }
 
 // object splits a rule that must be an object; it reports the problem and returns nil if not.
@@ -176,7 +253,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	rule := hotparam.Rule{
 		Resource: d.Resource,
 		Burst:    d.BurstCount,
-		Cluster:  d.ClusterMode,
+		Cluster:  d.ClusterMode && p.opts.ClusterEnabled,
 		Duration: time.Second,
 	}
 	if d.Resource == "" && !fieldFailed(r, "resource") {
@@ -270,8 +347,13 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
 		maxQueueing: "maxQueueingTimeMs", cluster: "clusterMode",
 	})
-	if len(r.errs) == 0 && given["clusterConfig"] {
-		p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and the store's fallback applies")
+	if len(r.errs) == 0 {
+		switch {
+		case d.ClusterMode && !p.opts.ClusterEnabled:
+			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
+		case given["clusterConfig"]:
+			p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule")
+		}
 	}
 	p.addParamFlow(r, i, rule)
 }

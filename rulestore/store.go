@@ -8,9 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/extauthz/extauthz/authority"
-	"github.com/extauthz/extauthz/hotparam"
 )
 
 // Store holds the rules in force. It is safe for concurrent use.
@@ -18,8 +15,10 @@ import (
 // A load reads the file, parses and validates it whole, compiles it (keeping the per-value state
 // of every param-flow rule whose identity is unchanged, see hotparam.Limiter.Reload) and swaps
 // one pointer: a reader of Current sees the old set or the new one, never a mix. A load that
-// fails keeps the set in force and is recorded (LastError). A load whose file content is
-// byte-identical to the content in force is a no-op: no new version, no OnLoad call. Loads are
+// fails keeps the set in force and is recorded (LastError) until a load succeeds. A load whose
+// file content is byte-identical to the content in force makes no new version; it calls OnLoad
+// (an applied Event with Restored set) only when it follows a rejected load, since the file is
+// then back to the rules in force. Loads are
 // serialised; OnLoad is called from the loading goroutine and must not call Reload.
 type Store struct {
 	opts Options
@@ -39,23 +38,23 @@ func New(opts Options) (*Store, error) {
 		s.opts.Now = time.Now
 	}
 	if opts.File == "" {
-		return s, s.apply(Rules{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, nil, false)
 	}
 	data, err := load(opts.File)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && opts.Optional:
-		return s, s.apply(Rules{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, nil, false)
 	case err != nil:
 		err = fmt.Errorf("cannot read rules: %w", err)
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	rules, err := Parse(opts.File, data, opts.Parse)
+	rules, pos, err := parse(opts.File, data, opts.Parse)
 	if err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	if err := s.apply(rules, data, true); err != nil {
+	if err := s.apply(rules, pos, data, true); err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
@@ -81,33 +80,42 @@ func (s *Store) Reload() error {
 	case err != nil:
 		return s.reject(fmt.Errorf("cannot read rules: %w", err))
 	case s.hasApplied && bytes.Equal(data, s.applied):
+		s.restored()
 		return nil
 	}
-	rules, err := Parse(s.opts.File, data, s.opts.Parse)
+	rules, pos, err := parse(s.opts.File, data, s.opts.Parse)
 	if err != nil {
 		return s.reject(err)
 	}
-	if err := s.apply(rules, data, true); err != nil {
+	if err := s.apply(rules, pos, data, true); err != nil {
 		return s.reject(err)
 	}
 	return nil
 }
 
-// LastError returns the last rejected load, or nil.
+// LastError returns the last load when it was rejected, or nil once a load (or a return to the
+// content in force) succeeded.
 func (s *Store) LastError() *LoadError { return s.last.Load() }
 
 // apply compiles rules and makes them the set in force, with the next version. fromFile says
 // data is the file content they were parsed from. It requires mu held, or s unpublished.
-func (s *Store) apply(rules Rules, data []byte, fromFile bool) error {
+func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) error {
+	return s.applyVersion(rules, pos, data, fromFile, 0)
+}
+
+// applyVersion is apply with the version the set gets; 0 (or one not above the version in
+// force) means the next one.
+func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile bool, version uint64) error {
 	prev := s.cur.Load()
-	set, err := s.compile(rules, prev)
+	set, err := s.compile(rules, pos, prev, version)
 	if err != nil {
 		return err
 	}
 	s.cur.Store(set)
+	s.last.Store(nil)
 	s.applied, s.hasApplied = data, fromFile
 	s.emit(Event{
-		File:     s.opts.File,
+		File:     s.name(),
 		Version:  set.Version,
 		Applied:  true,
 		Rules:    ruleCount(set),
@@ -117,39 +125,53 @@ func (s *Store) apply(rules Rules, data []byte, fromFile bool) error {
 }
 
 // compile builds the Set for rules, following prev (nil for the first load).
-func (s *Store) compile(rules Rules, prev *Set) (*Set, error) {
-	list, err := authority.New(rules.Authority)
+func (s *Store) compile(rules Rules, pos positions, prev *Set, want uint64) (*Set, error) {
+	c, err := compileRules(s.name(), rules, pos, prev, s.opts.Limiter)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot compile authority rules: %w", s.opts.File, err)
-	}
-	var limiter *hotparam.Limiter
-	if prev != nil && prev.ParamFlow != nil {
-		limiter, err = prev.ParamFlow.Reload(rules.ParamFlow, s.opts.Limiter)
-	} else {
-		limiter, err = hotparam.New(rules.ParamFlow, s.opts.Limiter)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot compile param-flow rules: %w", s.opts.File, err)
+		return nil, err
 	}
 	var version uint64 = 1
 	if prev != nil {
 		version = prev.Version + 1
 	}
+	if want > version {
+		version = want
+	}
 	return &Set{
 		Version:   version,
 		LoadedAt:  s.opts.Now(),
-		File:      s.opts.File,
+		File:      s.name(),
 		Rules:     rules,
-		Authority: list,
-		ParamFlow: limiter,
+		Authority: c.authority,
+		ParamFlow: c.paramFlow,
 	}, nil
+}
+
+// restored handles content identical to the content in force: nothing is recompiled. If the
+// last load was rejected, the file is back to the rules in force, so the failure is cleared and
+// an applied Event (Restored, same version) tells OnLoad that the last load succeeded. It
+// requires mu held.
+func (s *Store) restored() {
+	if s.last.Load() == nil {
+		return
+	}
+	s.last.Store(nil)
+	cur := s.cur.Load()
+	s.emit(Event{
+		File:     s.name(),
+		Version:  cur.Version,
+		Applied:  true,
+		Restored: true,
+		Rules:    ruleCount(cur),
+		Warnings: cur.Rules.Warnings,
+	})
 }
 
 // reject records a failed load and returns err. It requires mu held.
 func (s *Store) reject(err error) error {
 	s.last.Store(&LoadError{Time: s.opts.Now(), Message: err.Error()})
 	cur := s.cur.Load()
-	s.emit(Event{File: s.opts.File, Version: cur.Version, Err: err, Rules: ruleCount(cur)})
+	s.emit(Event{File: s.name(), Version: cur.Version, Err: err, Rules: ruleCount(cur)})
 	return err
 }
 
@@ -157,6 +179,14 @@ func (s *Store) emit(e Event) {
 	if s.opts.OnLoad != nil {
 		s.opts.OnLoad(e)
 	}
+}
+
+// name is what events and sets call the rules' origin: the file, or Options.Source.
+func (s *Store) name() string {
+	if s.opts.File == "" && s.opts.Source != "" {
+		return s.opts.Source
+	}
+	return s.opts.File
 }
 
 func ruleCount(set *Set) int {

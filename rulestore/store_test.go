@@ -144,20 +144,30 @@ func TestStoreReload(t *testing.T) {
 		t.Errorf("missing file replaced the set: version %d", got.Version)
 	}
 
-	// Restoring the content in force changes nothing.
+	// Restoring the content in force recompiles nothing, clears the failure, and tells OnLoad
+	// that the last load succeeded (once).
 	writeFile(t, path, orderRules(3, 5))
 	if err := s.Reload(); err != nil || s.Current() != second {
 		t.Errorf("Reload restored content = %v, version %d; want nil, 2", err, s.Current().Version)
+	}
+	if s.LastError() != nil {
+		t.Errorf("LastError after restoring the content in force = %+v, want nil", s.LastError())
+	}
+	if err := s.Reload(); err != nil {
+		t.Errorf("Reload unchanged = %v", err)
 	}
 
 	want := []struct {
 		version uint64
 		applied bool
 		failed  bool
-	}{{1, true, false}, {2, true, false}, {2, false, true}, {2, false, true}}
+	}{{1, true, false}, {2, true, false}, {2, false, true}, {2, false, true}, {2, true, false}}
 	got := ev.all()
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(got), len(want), got)
+	}
+	if !got[4].Restored || got[1].Restored {
+		t.Errorf("Restored set on events %+v and %+v; want only on the last", got[1], got[4])
 	}
 	for i, w := range want {
 		g := got[i]

@@ -25,7 +25,8 @@ import (
 //
 // A file written in place is empty for a moment (truncated, not yet written). So when the file
 // is empty while rules read from it are in force, Run waits one more Debounce period before it
-// loads it; a file that stays empty is then loaded (an empty rule set). Writers that replace
+// loads it; a file that stays empty is then a rejected load (the rules in force stay, and
+// LastError says the file is empty). Writers that replace
 // the file by a rename never show a partial file.
 //
 // Every Options.Poll, Run also stats the file and reloads it when its size, modification time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -240,10 +241,13 @@ func TestRunWaitsOutATruncatedFile(t *testing.T) {
 	if got := firstCount(waitVersion(t, s, 3)); got != 3 {
 		t.Fatalf("count %d in version 3, want 3 (-1: the empty file was applied)", got)
 	}
-	// A file that stays empty is applied after the extra wait.
+	// A file that stays empty is a rejected load after the extra wait: the rules stay.
 	writeFile(t, path, "")
-	if got := len(waitVersion(t, s, 4).Rules.ParamFlow); got != 0 {
-		t.Errorf("%d rules after the file stayed empty, want 0", got)
+	if le := waitLastError(t, s); !strings.Contains(le.Message, "the file is empty") {
+		t.Errorf("LastError after the file stayed empty = %q, want it to say the file is empty", le.Message)
+	}
+	if got := s.Current(); got.Version != 3 || firstCount(got) != 3 {
+		t.Errorf("after the file stayed empty: version %d, count %d; want 3, 3 (kept)", got.Version, firstCount(got))
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/extauthz/extauthz/admin"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/memlimit"
@@ -59,15 +60,17 @@ func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, s
 
 // service is the running process: the rules, the two servers and the watcher.
 type service struct {
-	cfg     config.Config
-	log     *zap.Logger
-	metrics *metrics.Metrics
-	store   *rulestore.Store
-	remote  *redisstore.Store // nil without store.redis
-	grpc    *grpc.Server
-	health  *health.Server
-	admin   *http.Server
-	serving atomic.Bool // the gRPC server accepts calls
+	cfg       config.Config
+	log       *zap.Logger
+	metrics   *metrics.Metrics
+	store     *rulestore.Store
+	remote    *redisstore.Store  // nil without store.redis
+	etcd      *etcdrules.Watcher // nil without rules_etcd
+	closeEtcd func()
+	grpc      *grpc.Server
+	health    *health.Server
+	admin     *http.Server
+	serving   atomic.Bool // the gRPC server accepts calls
 }
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
@@ -87,21 +90,28 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	}
 	s.remote = rem
 
-	store, err := rulestore.New(rulestore.Options{
+	storeOpts := rulestore.Options{
 		File:     cfg.RulesFile,
 		Optional: cfg.RulesOptional,
 		Parse: rulestore.ParseOptions{
 			ParamNames:     cfg.ParamNames,
 			ClusterEnabled: rem != nil,
+			Mapping:        &cfg.Mapping,
 		},
 		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
 		OnLoad:  s.onLoad,
-	})
+	}
+	rulesSource(cfg, &storeOpts)
+	store, err := rulestore.New(storeOpts)
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	s.store = store
+	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.metrics.SetResources(resources(store.Current()))
 
 	opts, err := grpcOptions(cfg, log.Named("tls"))
@@ -161,6 +171,13 @@ func (s *service) run(ctx context.Context) error {
 		defer wg.Done()
 		if err := s.store.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Error("rules watcher stopped; the rules in force stay until restart", zap.Error(err))
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := runEtcdRules(watchCtx, s.etcd); err != nil {
+			s.log.Error("rules_etcd watch stopped; the rules in force stay until restart", zap.Error(err))
 		}
 	}()
 	wg.Add(1)
@@ -238,6 +255,10 @@ func (s *service) shutdown() {
 
 // close releases what newService acquired.
 func (s *service) close() {
+	if s.closeEtcd != nil {
+		s.closeEtcd()
+		s.closeEtcd = nil
+	}
 	if s.remote != nil {
 		s.remote.Close()
 		s.remote = nil
@@ -265,6 +286,10 @@ func (s *service) ready() bool {
 // onLoad logs and counts every load of the rules file.
 func (s *service) onLoad(e rulestore.Event) {
 	s.metrics.Reload(e.Applied, e.Version, e.Rules)
+	if e.Restored {
+		s.log.Info("rules file restored to the rules in force", zap.String("file", e.File), zap.Uint64("version", e.Version))
+		return
+	}
 	if e.Applied {
 		s.log.Info("rules applied", zap.String("file", e.File), zap.Uint64("version", e.Version), zap.Int("rules", e.Rules))
 		for _, w := range e.Warnings {
@@ -324,6 +349,7 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.Bool("pprof", cfg.Admin.PProf),
 		zap.String("rules_file", cfg.RulesFile),
 		zap.Bool("rules_optional", cfg.RulesOptional),
+		zap.Strings("rules_etcd_keys", cfg.RulesEtcd.Keys),
 		zap.String("log_level", cfg.Log.Level),
 		zap.Bool("tls", cfg.TLS.Enabled()),
 		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),

@@ -31,41 +31,16 @@ func validate(fs *pflag.FlagSet, files []string, getenv func(string) string, std
 		problems += len(ce)
 	}
 
-	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled()}
+	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(), Mapping: &cfg.Mapping}
 	for _, file := range files {
-		rules, err := rulestore.Load(file, opts)
-		if err == nil {
-			for _, w := range rules.Warnings {
-				fmt.Fprintf(stdout, "warning: %s\n", w)
-			}
-			fmt.Fprintf(stdout, "%s: ok: %d authority rules, %d param_flow rules\n",
-				file, len(rules.Authority), len(rules.ParamFlow))
-			continue
+		lines, n := rulestore.Report(file, opts)
+		for _, l := range lines {
+			fmt.Fprintln(stdout, l)
 		}
-		var verrs rulestore.Errors
-		if errors.As(err, &verrs) {
-			for _, ve := range verrs {
-				fmt.Fprintln(stdout, ve.Error())
-			}
-			problems += len(verrs)
-			continue
-		}
-		// Not a validation error (a file that cannot be read): name the file unless the
-		// error already does.
-		fmt.Fprintln(stdout, withFile(file, err))
-		problems++
+		problems += n
 	}
 	if problems > 0 {
 		return fmt.Errorf("%d problem(s) found", problems)
 	}
 	return nil
-}
-
-// withFile prefixes err with file unless its message already starts with it.
-func withFile(file string, err error) string {
-	msg := err.Error()
-	if len(msg) >= len(file) && msg[:len(file)] == file {
-		return msg
-	}
-	return file + ": " + msg
 }

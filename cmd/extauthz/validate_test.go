@@ -87,7 +87,12 @@ func TestValidateSentinelParamNames(t *testing.T) {
 	if err != nil {
 		t.Fatalf("validate with param_names: %v\n%s", err, out)
 	}
-	if want := "testdata/sentinel.json: ok: 0 authority rules, 1 param_flow rules\n"; out != want {
+	// A warning that Check calls never carry item_id (mapping.yaml maps no params), one line per
+	// rule saying what it maps to, then the summary.
+	want := `warning: testdata/sentinel.json: param_flow[0] (resource "POST:/order"): param "item_id": no authz.params source produces it, so Check calls never carry it; only rate-limit descriptors with the key "item_id" do` + "\n" +
+		`testdata/sentinel.json: param_flow[0] -> param_flow: {resource: "POST:/order", param: "item_id", count: 5, duration: 1s, items: [{value: "4343433", count: 1000}]}` + "\n" +
+		"testdata/sentinel.json: ok: 0 authority rules, 1 param_flow rules\n"
+	if out != want {
 		t.Errorf("output %q, want %q", out, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/internal/memlimit"
+	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `json:"param_names"`
 	Store      StoreConfig `json:"store"`
+	// RulesEtcd, when its endpoints are set, is where the rules come from instead of the file.
+	RulesEtcd etcdrules.Config `json:"rules_etcd"`
 }
 
 // AdminConfig tunes the admin HTTP listener (its address is AdminAddr).
@@ -133,6 +136,7 @@ func Default() Config {
 			Fallback: "local",
 			Replicas: 1,
 		}},
+		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: etcdrules.DefaultDialTimeout},
 	}
 }
 
@@ -233,6 +237,16 @@ func (c *Config) Validate() error {
 		}
 	} else if r.Username != "" || r.Password != "" || r.TLS || r.CAFile != "" {
 		add("store.redis.addrs", "required when other store.redis connection settings are set")
+	}
+
+	if err := c.RulesEtcd.Validate(); err != nil {
+		var ce *etcdrules.ConfigError
+		if errors.As(err, &ce) {
+			add("rules_etcd."+ce.Field, "%s", ce.Reason)
+		}
+	}
+	if c.RulesEtcd.Enabled() && c.RulesFile != "" && !c.RulesOptional {
+		add("rules_etcd.endpoints", "the rules come from rules_file or from rules_etcd, not both: unset rules_file")
 	}
 
 	if len(errs) == 0 {

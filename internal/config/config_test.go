@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -52,6 +53,7 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second},
 			Fallback: "local", Replicas: 1,
 		}},
+		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)

@@ -1,0 +1,155 @@
+// Package etcdtest starts a real etcd (Debian's etcd-server package, /usr/bin/etcd) on loopback
+// ports in a temporary directory for tests, and stops it when the test ends. Tests that use it
+// skip under -short; otherwise a missing etcd fails them.
+package etcdtest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binary is where etcd is looked for when it is not on PATH.
+const Binary = "/usr/bin/etcd"
+
+// Server is one etcd process, a cluster of one member. Stop and Start it again to take it down
+// and bring it back on the same ports and data.
+type Server struct {
+	t        testing.TB
+	bin      string
+	dir      string
+	client   int // client port
+	peer     int // peer port
+	Endpoint string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *bytes.Buffer
+}
+
+// Start starts an etcd with its data in a temporary directory and stops it when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs etcd; skipped under -short")
+	}
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		bin = Binary
+	}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
+	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", s.client)
+	s.Restart()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			s.mu.Lock()
+			t.Logf("etcd log:\n%s", s.log)
+			s.mu.Unlock()
+		}
+	})
+	return s
+}
+
+// Restart starts the process again (after Stop) on the same ports and data, and waits until it
+// answers.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		return
+	}
+	peer := fmt.Sprintf("http://127.0.0.1:%d", s.peer)
+	cmd := exec.Command(s.bin,
+		"--name", "test",
+		"--data-dir", s.dir,
+		"--listen-client-urls", s.Endpoint,
+		"--advertise-client-urls", s.Endpoint,
+		"--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "test="+peer,
+		"--initial-cluster-state", "new",
+	)
+	if s.log == nil {
+		s.log = &bytes.Buffer{}
+	}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &s.mu, w: s.log}, &lockedWriter{mu: &s.mu, w: s.log}
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatalf("cannot start etcd (%s; install Debian's etcd-server): %v", s.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(s.Endpoint + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-exited:
+			s.t.Fatalf("etcd exited at start")
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("etcd not healthy within 20s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop ends the process (SIGTERM, then SIGKILL) and waits for it.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.Len() > 1<<20 {
+		l.w.Reset()
+	}
+	return l.w.Write(p)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,74 @@
+package rulestore
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// configWarnings adds the warnings about rules that the service's mapping config leaves
+// without the input they need (when ParseOptions.Mapping is set), and about rules that
+// contradict each other:
+//   - authority rules while no authz.origin source is configured: every Check then has no
+//     origin (white lists deny it, black lists let it through);
+//   - concurrency and refund rules: they act only on rate-limit calls that carry the lease key
+//     (ratelimit.lease_key), on the acquire and on the release;
+//   - a param no authz.params source produces: Check calls never carry it, only rate-limit
+//     descriptors with that key;
+//   - white and black rules on one resource.
+func (p *parser) configWarnings() {
+	rules := &p.rules
+	if m := p.opts.Mapping; m != nil {
+		if len(rules.Authority) > 0 && len(m.Authz.Origin) == 0 {
+			p.warn("", -1, "", fmt.Sprintf("%d authority rules, but no origin source is configured (authz.origin): every Check has no origin, so white lists deny it and black lists let it through; add e.g. authz.origin: [{from: header, name: x-origin}]", len(rules.Authority)))
+		}
+		var leased []string
+		for i, r := range rules.ParamFlow {
+			if r.Grade == hotparam.Concurrency || r.Refund {
+				leased = append(leased, fmt.Sprintf("%s[%d]", sectionParamFlow, at(p.paramPos, i)))
+			}
+		}
+		if len(leased) > 0 {
+			key := m.RateLimit.LeaseKey
+			if key == "" {
+				key = "lease_id"
+			}
+			p.warn("", -1, "", fmt.Sprintf("concurrency and refund rules (%s) act only on rate-limit calls that carry the lease key %q (ratelimit.lease_key) on the acquire and on the release: make Envoy's rate-limit actions send the request's x-request-id under it, or these rules release nothing", strings.Join(leased, ", "), key))
+		}
+		seen := map[string]bool{}
+		for i, r := range rules.ParamFlow {
+			if _, ok := m.Authz.Params[r.Param]; ok || seen[r.Param] {
+				continue
+			}
+			seen[r.Param] = true
+			if _, hinted := p.sources[r.Param]; hinted {
+				continue // sourceNotes says what to add
+			}
+			p.warn(sectionParamFlow, at(p.paramPos, i), r.Resource, fmt.Sprintf("param %q: no authz.params source produces it, so Check calls never carry it; only rate-limit descriptors with the key %q do", r.Param, r.Param))
+		}
+		for n := range p.sources {
+			if _, ok := m.Authz.Params[n]; ok {
+				delete(p.sources, n) // already mapped
+			}
+		}
+	}
+	strategies := map[string][2]bool{}
+	for _, r := range rules.Authority {
+		s := strategies[r.Resource]
+		s[r.Strategy] = true
+		strategies[r.Resource] = s
+	}
+	var both []string
+	for res, s := range strategies {
+		if s[authority.White] && s[authority.Black] {
+			both = append(both, res)
+		}
+	}
+	sort.Strings(both)
+	for _, res := range both {
+		p.warn(sectionAuthority, -1, res, "white and black rules on one resource: an origin must be on every white list and on no black list; one kind of list is usually meant")
+	}
+}
