@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/etcdrules"
+	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/redisstore"
 )
