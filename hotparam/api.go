@@ -46,7 +46,7 @@ type Rule struct {
 	Items           map[string]int64 // per-value exceptions to Count
 	Lease           time.Duration    // Concurrency: an acquire never released is freed after this
 	Capacity        int              // most distinct values tracked at once
-	Refund          bool             // QPS: Release entries give tokens back
+	Refund          bool             // QPS: Release entries give back what their lease took
 	Cluster         bool             // state kept in the shared store (Remote)
 	Shadow          bool             // evaluated and reported, never blocks
 	// Match, when not nil, limits only the values it matches; the others pass this rule
@@ -81,6 +81,11 @@ type Entry struct {
 	// releases: a release then frees only a lease of that id held for the same value, and is a
 	// no-op when there is none (a request that was refused never held one). Without it a
 	// release frees the value's newest lease.
+	//
+	// On a Refund rule it names what the acquire consumed: a release gives back at most the
+	// tokens the acquire of the same id took for that value and were not given back yet, and
+	// nothing without an id, for a refused request, or after the rule's Lease. Up to 64 such
+	// records are kept per value (24 bytes each; the oldest is forgotten first).
 	LeaseID string
 }
 

@@ -13,7 +13,7 @@ type op struct {
 	value   string
 	hits    int64 // >= 1
 	release bool
-	leaseID string // concurrency: the entry's LeaseID
+	leaseID string // concurrency and refund rules: the entry's LeaseID
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
 	released bool
@@ -27,15 +27,18 @@ type op struct {
 	sh      *shard
 	shard   int32 // index of sh in its store
 	hash    uint64
-	lid     uint64 // concurrency: the hash of leaseID, 0 for none
+	lid     uint64 // the hash of leaseID, 0 for none
 	slot    int32
 	saved   state // the value's state before this op changed it, to undo it
 	after   state // throttle: the value's state right after this op's reservation
 	leases  int32 // concurrency: the value's lease count before this op's acquire
 	applied bool  // this op consumed (undone if the call is blocked)
-	blocked bool  // this op's own limit was exceeded
-	wait    int64 // throttle: ns until the request's slot
-	retry   int64 // when blocked: ns until it could pass
+	// recorded: a refund rule's op noted what it took under its lease id, until now+lease
+	recorded bool
+	exp      int64 // the lease's end, when recorded
+	blocked  bool  // this op's own limit was exceeded
+	wait     int64 // throttle: ns until the request's slot
+	retry    int64 // when blocked: ns until it could pass
 }
 
 // collect appends to ops one op per entry, rule of its resource and param value, and returns
@@ -67,7 +70,7 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					continue
 				}
 				leaseID := ""
-				if rs.kind == kindConcurrency {
+				if rs.kind == kindConcurrency || rs.rule.Refund {
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
@@ -193,17 +196,27 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 		switch o.rs.kind {
 		case kindReject:
 			o.lim.refill(s, now)
+			if o.rs.rule.Refund {
+				o.sh.expire(o.slot, now)
+			}
 			if o.release {
+				// A refund gives back only what the acquire of the same lease id took and
+				// was not refunded yet: nothing for a refused request or without an id.
 				if !o.released {
-					o.lim.refund(s, o.hits)
+					o.lim.refund(s, o.sh.refundable(o.slot, o.hits, o.lid))
 					o.released = true
 				}
 				continue
 			}
 			o.saved = *s
+			o.recorded = false
 			ok, o.retry = o.lim.take(s, o.hits)
 			if !ok {
 				o.retry += max(s.b-now, 0) // a caller whose clock lags the bucket's
+			} else if o.rs.rule.Refund && o.lid != 0 {
+				o.exp = now + o.rs.lease
+				o.sh.record(o.slot, o.hits, o.exp, o.lid)
+				o.recorded = true
 			}
 		case kindThrottle:
 			o.lim.advance(s, now)
@@ -251,6 +264,10 @@ func undo(ops []op) {
 		o.sh.at(o.slot).st = o.saved
 		if o.rs.kind == kindConcurrency {
 			o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leases])
+		}
+		if o.recorded {
+			o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
+			o.recorded = false
 		}
 		o.applied = false
 	}

@@ -25,7 +25,8 @@ import (
 //     holds none); one without frees the latest leases first. Leases keep a 64-bit hash of their
 //     id, not the id itself.
 //
-// Release entries give back concurrency, and tokens on reject rules with Refund; other rules,
+// Release entries give back concurrency, and tokens on reject rules with Refund (only what the
+// acquire of the same Entry.LeaseID took, recorded for the rule's Lease); other rules,
 // throttle ones included, ignore them. A release is applied whatever the outcome of the call and
 // never blocks.
 //

@@ -195,6 +195,9 @@ func revert(now int64, ops []op) {
 		case kindReject:
 			o.lim.refill(s, now)
 			o.lim.refund(s, o.hits)
+			if o.recorded {
+				o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
+			}
 		case kindThrottle:
 			if *s == o.after {
 				*s = o.saved
