@@ -72,7 +72,10 @@ type Entry struct {
 	Hits     int64 // tokens asked; 0 means 1
 	// Probe checks without consuming: the entry is decided (and its Status filled) as if it
 	// asked Hits tokens, but takes no token, no slot and no place in a queue. Envoy sends it as
-	// a descriptor's explicit hits_addend of 0.
+	// a descriptor's explicit hits_addend of 0. A reject rule allows it iff Hits tokens are
+	// there, a throttle rule iff its next slot is free now (no wait), a concurrency rule iff
+	// Hits slots are free. A probe that is also a Release does nothing. Cluster rules pass it
+	// to the Remote (RemoteOp.Probe).
 	Probe bool
 	// Release marks negative hits: it gives back concurrency, and tokens on Refund rules; other
 	// rules ignore it. A release never blocks.
@@ -151,8 +154,12 @@ type RemoteOp struct {
 	// the caller's deadline.
 	MaxWait time.Duration
 	Lease   time.Duration
-	Hits    int64  // >= 1
-	Release bool   // give back (concurrency; tokens when Refund)
+	Hits    int64 // >= 1
+	Release bool  // give back (concurrency; tokens when Refund)
+	// Probe decides the op as if it asked Hits, consuming nothing (Entry.Probe): reject, allowed
+	// iff Hits tokens are there; throttle, iff the next slot is free now (no wait); concurrency,
+	// iff Hits slots are free. Never set with Release.
+	Probe   bool
 	LeaseID string // concurrency: the lease acquired or released; "" as in Entry.LeaseID
 	Refund  bool
 	Shadow  bool // evaluated and reported, never blocks the others

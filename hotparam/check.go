@@ -13,6 +13,7 @@ type op struct {
 	value   string
 	hits    int64 // >= 1
 	release bool
+	probe   bool   // decided as if it asked hits, consuming nothing
 	leaseID string // concurrency and refund rules: the entry's LeaseID
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
@@ -51,6 +52,9 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 		if len(idx) == 0 {
 			continue
 		}
+		if e.Probe && e.Release {
+			continue // gives back nothing
+		}
 		hits := e.Hits
 		if hits <= 0 {
 			hits = 1
@@ -78,7 +82,7 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 						continue
 					}
 					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
-						release: e.Release, leaseID: leaseID, remote: isRemote})
+						release: e.Release, probe: e.Probe, leaseID: leaseID, remote: isRemote})
 					if isRemote {
 						remote++
 					}
@@ -211,9 +215,12 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			o.saved = *s
 			o.recorded = false
 			ok, o.retry = o.lim.take(s, o.hits)
+			if o.probe {
+				*s = o.saved
+			}
 			if !ok {
 				o.retry += max(s.b-now, 0) // a caller whose clock lags the bucket's
-			} else if o.rs.rule.Refund && o.lid != 0 {
+			} else if o.rs.rule.Refund && o.lid != 0 && !o.probe {
 				o.exp = now + o.rs.lease
 				o.sh.record(o.slot, o.hits, o.exp, o.lid)
 				o.recorded = true
@@ -222,7 +229,12 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			o.lim.advance(s, now)
 			o.saved = *s
 			mw := maxWait(o.rs, now, opt)
-			ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			if o.probe {
+				ok, o.wait = o.lim.free(s, now)
+				mw = 0
+			} else {
+				ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			}
 			o.after = *s
 			if !ok {
 				o.retry = max(o.wait-max(mw, 0), 1)
@@ -239,7 +251,15 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			}
 			o.saved = *s
 			o.leases = int32(len(o.sh.leases[o.slot]))
-			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid)
+			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid, o.probe)
+		}
+		if o.probe {
+			o.applied = false
+			if !ok {
+				o.blocked = true
+				blocked = blocked || !o.rs.rule.Shadow
+			}
+			continue
 		}
 		if ok {
 			o.applied = true

@@ -58,9 +58,9 @@ func (s *store) leaseHash(id string) uint64 {
 }
 
 // acquire takes n of the count slots of the pruned slot i with a lease until exp, under lease
-// id (0 for none). When it cannot, it takes nothing and returns the time until the first lease
-// expires.
-func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, int64) {
+// id (0 for none); a probe only reports whether it could. When it cannot, it takes nothing and
+// returns the time until the first lease expires.
+func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe bool) (bool, int64) {
 	s := &sh.at(i).st
 	ls := sh.leases[i]
 	if n > count-s.a {
@@ -72,6 +72,9 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, in
 			}
 		}
 		return false, max(retry, 1)
+	}
+	if probe {
+		return true, 0
 	}
 	s.a += n
 	sh.setLeases(i, append(ls, lease{exp: exp, n: n, id: id}))

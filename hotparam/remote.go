@@ -224,6 +224,7 @@ func remoteOp(now int64, o *op, opt *CheckOptions) RemoteOp {
 		Lease:    durationOf(o.rs.lease),
 		Hits:     o.hits,
 		Release:  o.release,
+		Probe:    o.probe,
 		LeaseID:  o.leaseID,
 		Refund:   r.Refund,
 		Shadow:   r.Shadow,

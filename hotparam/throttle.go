@@ -59,6 +59,16 @@ func (l *limit) reserve(s *state, now, n, maxWait int64) (bool, int64) {
 	return true, w
 }
 
+// free reports whether the advanced throttle s has its next slot now (a probe is allowed only
+// if it would not wait), and the wait for it.
+func (l *limit) free(s *state, now int64) (bool, int64) {
+	if l.count == 0 {
+		return false, l.dur
+	}
+	w := l.wait(s, now)
+	return w <= 0, w
+}
+
 // freeSlots is how many single requests the advanced throttle s admits now within maxWait.
 func (l *limit) freeSlots(s *state, now, maxWait int64) int64 {
 	if l.count == 0 {
