@@ -143,7 +143,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 			}
 			o.gone = true
 		}
-		slot, created := o.sh.get(o.value, o.hash)
+		slot, created := o.sh.get(o.value, o.hash, now)
 		o.slot = slot
 		sl := o.sh.at(slot)
 		sl.pinned = true
@@ -155,6 +155,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 				o.lim.initThrottle(&sl.st, now)
 			}
 			sl.win = uint32(now / o.rs.window)
+			o.rs.restore(o.sh, slot, o.hash, o.lim, now)
 		}
 	}
 }

@@ -171,10 +171,12 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	for _, rs := range l.compiled {
 		if st, ok := kept[key{rs.ident, rs.nth}]; ok {
 			rs.store = st
+			st.owner.Store(rs)
 			st.setCapacity(rs.capacity())
 			continue
 		}
 		rs.store = newStore(l.seq.Add(1), rs.capacity())
+		rs.store.owner.Store(rs)
 	}
 	return l, nil
 }

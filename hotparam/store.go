@@ -25,6 +25,9 @@ type store struct {
 	size     atomic.Int64 // values tracked, over all shards
 	capacity atomic.Int64
 	shards   []shard
+	// owner is the rule that folds the store's evicted values into the depleted sketches: the
+	// one last built on it.
+	owner atomic.Pointer[ruleState]
 }
 
 // shard is one lock's part of a store. All its fields are guarded by mu.
@@ -42,7 +45,9 @@ type shard struct {
 	small    queue
 	main     queue
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
-	leases   map[int32][]lease // concurrency rules: the leases of each value
+	leases   map[int32][]lease // concurrency rules: the leases of each value; refund rules: records
+	depleted *sketch           // states of evicted values not back to the default; nil until one
+	clock    int64             // the latest instant (Unix ns) a value was asked for at
 	evicted  uint64
 	_        [64]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -139,7 +144,8 @@ func (sh *shard) at(i int32) *slot { return &sh.pages[i>>pageBits][i&(pageSize-1
 
 // get returns the slot of key, creating it when absent (created is then true and the slot's
 // state zero). Requires mu held.
-func (sh *shard) get(key string, h uint64) (i int32, created bool) {
+func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool) {
+	sh.clock = max(sh.clock, now)
 	if _, i := sh.index.find(sh, key, h); i >= 0 {
 		sl := sh.at(i)
 		if sl.freq < 3 {
@@ -210,8 +216,7 @@ func (sh *shard) evict() bool {
 			h := maphash.String(sh.seed, sl.key)
 			gi, fp := sh.ghostAt(h)
 			sh.ghost[gi] = fp
-			sh.drop(i, h)
-			sh.evicted++
+			sh.forget(i, h)
 			return true
 		}
 		if sh.main.n == 0 {
@@ -226,11 +231,22 @@ func (sh *shard) evict() bool {
 			sh.push(&sh.main, i, inMain)
 			continue
 		}
-		sh.drop(i, maphash.String(sh.seed, sl.key))
-		sh.evicted++
+		sh.forget(i, maphash.String(sh.seed, sl.key))
 		return true
 	}
 	return false
+}
+
+// forget evicts the unlinked slot i, whose key hashes to h, folding its state into the
+// depleted sketch unless it is back to the default (see flood.go). Requires mu held.
+func (sh *shard) forget(i int32, h uint64) {
+	if rs := sh.st.owner.Load(); rs != nil {
+		if v := rs.depletion(sh, i); v != 0 {
+			sh.fold(h, v, rs.kind == kindConcurrency)
+		}
+	}
+	sh.drop(i, h)
+	sh.evicted++
 }
 
 // remove forgets slot i (unlinking it from its queue). Requires mu held.

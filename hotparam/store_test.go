@@ -78,7 +78,7 @@ func TestGhostReadmitsToMain(t *testing.T) {
 		return i >= 0
 	}
 	get := func(v string) bool {
-		_, created := sh.get(v, s.hash(v))
+		_, created := sh.get(v, s.hash(v), 0)
 		return created
 	}
 	get("x")
