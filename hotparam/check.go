@@ -116,18 +116,19 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.lim = o.rs.limitOf(o.value, fb && o.remote)
 		h := o.rs.store.hash(o.value)
 		o.shard = int32(h & o.rs.store.mask)
-		o.sh = &o.rs.store.shards[o.shard]
+		o.sh = &o.rs.store.active()[o.shard]
 		o.hash = h
 		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
 	if len(ops) > 1 {
 		slices.SortStableFunc(ops, byLockOrder)
 	}
-	var prev *shard
-	for i := range ops {
-		if sh := ops[i].sh; sh != nil && sh != prev {
-			sh.mu.Lock()
-			prev = sh
+	for !lockShards(ops) {
+		// Sweep dropped a store's shards before they were locked: take the new ones
+		for i := range ops {
+			if o := &ops[i]; o.sh != nil {
+				o.sh = &o.rs.store.active()[o.shard]
+			}
 		}
 	}
 	for i := range ops {
@@ -158,6 +159,31 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 			o.rs.restore(o.sh, slot, o.hash, o.lim, now)
 		}
 	}
+}
+
+// lockShards locks the shards of the sorted ops. If one of them was dropped by Sweep, it
+// unlocks them all and returns false.
+func lockShards(ops []op) bool {
+	var prev *shard
+	dead := false
+	for i := range ops {
+		if sh := ops[i].sh; sh != nil && sh != prev {
+			sh.mu.Lock()
+			dead = dead || sh.dead
+			prev = sh
+		}
+	}
+	if !dead {
+		return true
+	}
+	prev = nil
+	for i := range ops {
+		if sh := ops[i].sh; sh != nil && sh != prev {
+			sh.mu.Unlock()
+			prev = sh
+		}
+	}
+	return false
 }
 
 // unlock unpins the ops' values and unlocks their shards.

@@ -43,7 +43,7 @@ func TestEvictingDefaultStateCostsNothing(t *testing.T) {
 		// each value is used, then refills before the next one evicts it
 		check(l, at(time.Duration(i)*time.Second), one("v"+strconv.Itoa(i), 1))
 	}
-	sh := &l.compiled[0].store.shards[0]
+	sh := &l.compiled[0].store.current()[0]
 	if sh.evicted == 0 {
 		t.Fatal("no eviction: the test does not test anything")
 	}

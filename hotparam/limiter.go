@@ -107,8 +107,9 @@ func (l *Limiter) Stats() []RuleStats {
 	out := make([]RuleStats, len(l.compiled))
 	for i, rs := range l.compiled {
 		out[i].Rule = i
-		for j := range rs.store.shards {
-			sh := &rs.store.shards[j]
+		shards := rs.store.current()
+		for j := range shards {
+			sh := &shards[j]
 			sh.mu.Lock()
 			out[i].Tracked += sh.size
 			out[i].Evictions += sh.evicted

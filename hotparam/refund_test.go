@@ -110,7 +110,7 @@ func TestRefundRecordsBounded(t *testing.T) {
 	if st[0].Remaining != 1000-maxRecords {
 		t.Fatalf("the newest record did not refund: %d left", st[0].Remaining)
 	}
-	sh := &l.compiled[0].store.shards[0]
+	sh := &l.compiled[0].store.current()[0]
 	for _, ls := range sh.leases {
 		if len(ls) > maxRecords {
 			t.Fatalf("%d records kept, want at most %d", len(ls), maxRecords)

@@ -21,10 +21,13 @@ import (
 type store struct {
 	id       uint64 // orders the locks of different stores
 	seed     maphash.Seed
-	mask     uint64
+	mask     uint64       // the number of shards less one
 	size     atomic.Int64 // values tracked, over all shards
 	capacity atomic.Int64
-	shards   []shard
+	// shards is nil until the store tracks a value, and again once Sweep found every shard
+	// empty: a rule that tracks nothing costs no shard. mu serializes making and dropping them.
+	shards atomic.Pointer[[]shard]
+	mu     sync.Mutex
 	// owner is the rule that folds the store's evicted values into the depleted sketches: the
 	// one last built on it.
 	owner atomic.Pointer[ruleState]
@@ -45,6 +48,7 @@ type shard struct {
 	small    queue
 	main     queue
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
+	dead     bool              // dropped by Sweep: a caller that locked it must start again
 	leases   map[int32][]lease // concurrency rules: the leases of each value; refund rules: records
 	depleted *sketch           // states of evicted values not back to the default; nil until one
 	clock    int64             // the latest instant (Unix ns) a value was asked for at
@@ -96,37 +100,67 @@ func newStore(id uint64, capacity int) *store {
 	for n < maxShards && capacity/(n*2) >= minPerShard {
 		n *= 2
 	}
-	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
-	for i := range s.shards {
-		sh := &s.shards[i]
+	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	s.capacity.Store(int64(max(capacity, 1)))
+	return s
+}
+
+// current returns the shards, nil when there are none.
+func (s *store) current() []shard {
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// active returns the shards, making them when there are none.
+func (s *store) active() []shard {
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	shards := make([]shard, s.mask+1)
+	for i := range shards {
+		sh := &shards[i]
 		sh.st = s
 		sh.seed = s.seed
 		sh.freeHead = -1
 		sh.small = queue{head: -1, tail: -1}
 		sh.main = queue{head: -1, tail: -1}
+		sh.setShare(int(s.capacity.Load()), len(shards))
 	}
-	s.setCapacity(capacity)
-	return s
+	s.shards.Store(&shards)
+	return shards
+}
+
+func (sh *shard) setShare(capacity, n int) {
+	sh.share = max((capacity+n-1)/n, 1)
+	sh.smallCap = max(sh.share/10, 1)
 }
 
 // setCapacity sets the capacity and evicts what no longer fits.
 func (s *store) setCapacity(capacity int) {
 	capacity = max(capacity, 1)
+	s.mu.Lock()
 	s.capacity.Store(int64(capacity))
-	n := len(s.shards)
-	for i := range s.shards {
-		sh := &s.shards[i]
+	shards := s.current()
+	for i := range shards {
+		sh := &shards[i]
 		sh.mu.Lock()
-		sh.share = max((capacity+n-1)/n, 1)
-		sh.smallCap = max(sh.share/10, 1)
+		sh.setShare(capacity, len(shards))
 		sh.mu.Unlock()
 	}
+	s.mu.Unlock()
 	for s.size.Load() > int64(capacity) {
 		evicted := false
-		for i := range s.shards {
-			sh := &s.shards[i]
+		for i := range shards {
+			sh := &shards[i]
 			sh.mu.Lock()
-			if s.size.Load() > int64(capacity) && sh.evict() {
+			if !sh.dead && s.size.Load() > int64(capacity) && sh.evict() {
 				evicted = true
 			}
 			sh.mu.Unlock()

@@ -22,8 +22,9 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 		w := uint32(t / rs.window)
 		byPassed := topHeap{passed: true}
 		byBlocked := topHeap{}
-		for j := range rs.store.shards {
-			sh := &rs.store.shards[j]
+		shards := rs.store.current()
+		for j := range shards {
+			sh := &shards[j]
 			sh.mu.Lock()
 			for k := range sh.used {
 				sl := sh.at(int32(k))

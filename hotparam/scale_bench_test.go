@@ -1,0 +1,82 @@
+package hotparam
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// manyRules is n rules of distinct resources, of every kind, some with exception items.
+func manyRules(n int) []Rule {
+	rules := make([]Rule, n)
+	for i := range rules {
+		r := Rule{Resource: "GET:/api/v1/resource-" + strconv.Itoa(i), Param: "user", Count: 100, Duration: time.Second}
+		switch i % 4 {
+		case 1:
+			r.Behavior, r.MaxQueueingTime = Throttle, 500*time.Millisecond
+		case 2:
+			r.Grade, r.Duration = Concurrency, 0
+		case 3:
+			r.Burst, r.Items = 10, map[string]int64{"vip": 1000}
+		}
+		rules[i] = r
+	}
+	return rules
+}
+
+// BenchmarkRuleMemory loads 50,000 rules and reports the heap each holds with no traffic
+// (target: at most 1 KB a rule).
+func BenchmarkRuleMemory(b *testing.B) {
+	const n = 50_000
+	rules := manyRules(n)
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l, err := New(rules, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/rule")
+		b.ReportMetric(1024, "target-bytes/rule")
+		runtime.KeepAlive(l)
+	}
+}
+
+// BenchmarkReload reloads a set of 50,000 rules in which 500 changed threshold and 500 are
+// new, with values tracked (target: at most 250ms and 50 MB allocated).
+func BenchmarkReload(b *testing.B) {
+	const n = 50_000
+	rules := manyRules(n)
+	l, err := New(rules, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i += 50 {
+		l.Check(context.Background(), t0, []Entry{{Resource: rules[i].Resource, Params: []Param{{Name: "user", Values: []string{"u"}}}}}, CheckOptions{}, nil)
+	}
+	next := make([]Rule, n)
+	copy(next, rules)
+	for i := 0; i < 500; i++ {
+		next[i*100].Count = 200
+		next[i*100+1].Resource += "-new"
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		set := next
+		if i%2 == 1 {
+			set = rules
+		}
+		if l, err = l.Reload(set, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/reload")
+	b.ReportMetric(250, "target-ms/reload")
+}
