@@ -42,6 +42,23 @@ type op struct {
 	retry    int64 // when blocked: ns until it could pass
 }
 
+// countOps is the number of ops collect makes for entries (at most: it does not match values).
+func (l *Limiter) countOps(entries []Entry, opt CheckOptions) int {
+	n := 0
+	for ei := range entries {
+		e := &entries[ei]
+		for _, ri := range l.byResource[e.Resource] {
+			rs := l.compiled[ri]
+			for pi := range e.Params {
+				if e.Params[pi].Name == rs.rule.Param {
+					n += len(e.Params[pi].Values)
+				}
+			}
+		}
+	}
+	return n
+}
+
 // collect appends to ops one op per entry, rule of its resource and param value, and returns
 // them with the number of ops for the Remote.
 func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int) {

@@ -2,6 +2,7 @@ package hotparam
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -74,7 +75,16 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		st[i] = Status{Rule: -1}
 	}
 	var buf [4]op // most calls have a few ops: no allocation for them
-	ops, remote := l.collect(entries, opt, buf[:0])
+	ops := buf[:0]
+	if n := l.countOps(entries, opt); n > len(buf) {
+		p := opPool.Get().(*[]op)
+		if cap(*p) < n {
+			*p = make([]op, 0, n)
+		}
+		defer putOps(p)
+		ops = (*p)[:0]
+	}
+	ops, remote := l.collect(entries, opt, ops)
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
 	}
@@ -117,4 +127,16 @@ func (l *Limiter) Stats() []RuleStats {
 		}
 	}
 	return out
+}
+
+// opPool holds the op slices of calls with more ops than Check's own buffer.
+var opPool = sync.Pool{New: func() any { return new([]op) }}
+
+// putOps clears the ops of p (they point into stores and entries) and pools it.
+func putOps(p *[]op) {
+	if cap(*p) > 1024 {
+		return // a rare huge call: let it go
+	}
+	clear((*p)[:cap(*p)])
+	opPool.Put(p)
 }

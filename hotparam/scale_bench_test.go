@@ -80,3 +80,36 @@ func BenchmarkReload(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/reload")
 	b.ReportMetric(250, "target-ms/reload")
 }
+
+// BenchmarkCheckEntries checks 1 and 10 entries of tracked values in one call, each entry on
+// its own rule (target: 10 entries cost close to 10 single ones, with no allocation per
+// entry).
+func BenchmarkCheckEntries(b *testing.B) {
+	rules := make([]Rule, 10)
+	for i := range rules {
+		rules[i] = Rule{Resource: "r" + strconv.Itoa(i), Param: "p", Count: 1 << 40, Duration: time.Second}
+	}
+	l, err := New(rules, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 10} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			es := make([]Entry, n)
+			for i := range es {
+				es[i] = Entry{Resource: "r" + strconv.Itoa(i), Params: []Param{{Name: "p", Values: []string{"value"}}}}
+			}
+			st := make([]Status, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			now := t0
+			for b.Loop() {
+				now = now.Add(time.Microsecond)
+				if d := l.Check(ctx, now, es, CheckOptions{}, st); !d.Allowed {
+					b.Fatal("blocked")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/entry")
+		})
+	}
+}
