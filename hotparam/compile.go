@@ -8,6 +8,38 @@ import (
 	"time"
 )
 
+// Defaults applied by New when a rule leaves the field zero.
+const (
+	DefaultLease    = 60 * time.Second
+	DefaultCapacity = 100000
+)
+
+// Rule limits each value of one param of one resource.
+type Rule struct {
+	Resource        string
+	Param           string
+	Grade           Grade
+	Count           int64            // QPS: tokens per Duration; Concurrency: most in flight per value
+	Duration        time.Duration    // QPS: the refill period of Count tokens
+	Burst           int64            // QPS: extra bucket capacity
+	Behavior        Behavior         // QPS only
+	MaxQueueingTime time.Duration    // Throttle: longest wait
+	Items           map[string]int64 // per-value exceptions to Count
+	Lease           time.Duration    // Concurrency: an acquire never released is freed after this
+	Capacity        int              // most distinct values tracked at once
+	Refund          bool             // QPS: Release entries give back what their lease took
+	Cluster         bool             // state kept in the shared store (Remote)
+	Shadow          bool             // evaluated and reported, never blocks
+	// Match, when not nil, limits only the values it matches; the others pass this rule
+	// untouched (no state is kept for them).
+	Match Matcher
+}
+
+// Matcher selects the values of a param that a rule limits. It must be safe for concurrent use.
+type Matcher interface {
+	Match(value string) bool
+}
+
 // identity is what a rule's state belongs to: a reload keeps the state of a rule whose identity
 // is unchanged, whatever its thresholds.
 type identity struct {

@@ -1,6 +1,58 @@
 package hotparam
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// RemoteOp is one value's check of one Cluster rule in the shared store.
+type RemoteOp struct {
+	RuleID   string // stable identity of the rule (kept across reloads that keep its state)
+	Value    string
+	Grade    Grade
+	Behavior Behavior
+	Count    int64 // the limit for this value (an exception item applied)
+	Burst    int64
+	Duration time.Duration
+	// MaxWait is the longest a throttled request may wait: the rule's MaxQueueingTime, cut to
+	// the caller's deadline.
+	MaxWait time.Duration
+	Lease   time.Duration
+	Hits    int64 // >= 1
+	Release bool  // give back (concurrency; tokens when Refund)
+	// Probe decides the op as if it asked Hits, consuming nothing (Entry.Probe): reject, allowed
+	// iff Hits tokens are there; throttle, iff the next slot is free now (no wait); concurrency,
+	// iff Hits slots are free. Never set with Release.
+	Probe   bool
+	LeaseID string // concurrency: the lease acquired or released; "" as in Entry.LeaseID
+	Refund  bool
+	Shadow  bool // evaluated and reported, never blocks the others
+}
+
+// RemoteResult is the store's answer for one RemoteOp.
+type RemoteResult struct {
+	Allowed    bool
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+	Wait       time.Duration // throttle
+}
+
+// Remote keeps the state of Cluster rules in a store shared by replicas, with the store's own
+// clock.
+type Remote interface {
+	// Eval checks ops atomically, all or nothing: unless every op that is not Shadow is
+	// allowed, nothing is consumed. res has len(ops) elements and is filled in. An error means
+	// the store could not answer (the caller applies its fallback); nothing was consumed.
+	Eval(ctx context.Context, ops []RemoteOp, res []RemoteResult) error
+}
+
+// RemoteChecker is implemented by a Remote that cannot represent every rule (its arithmetic has
+// narrower bounds than the local engine's). New and Reload call CheckOp for each Cluster rule,
+// with its largest count, and refuse a rule the Remote rejects.
+type RemoteChecker interface {
+	CheckOp(op RemoteOp) error
+}
 
 // cluster checks a call with ops for the Remote, holding no lock across the Remote's round trip
 // (which may take as long as the store's timeout, and would otherwise hold up every value of the

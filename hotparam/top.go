@@ -7,6 +7,22 @@ import (
 	"time"
 )
 
+// TopValue is one value's counts in the recent window.
+type TopValue struct {
+	Value   string
+	Passed  uint64
+	Blocked uint64
+}
+
+// RuleTop lists a rule's busiest values.
+type RuleTop struct {
+	Rule      int
+	Resource  string
+	Param     string
+	ByPassed  []TopValue
+	ByBlocked []TopValue
+}
+
 // Top returns, per rule, the n busiest values by passed and by blocked requests in the recent
 // window: the current and the previous window of the rule (its Duration, at least a second; a
 // second for concurrency rules). Values counted only in older windows are left out. It walks the
