@@ -228,10 +228,33 @@ func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
 	return w
 }
 
-// eval runs the active ops on their locked states, applying each that passes (early ops ran
-// already and are left as they are). It reports whether an op of a rule that is not a shadow
-// rule blocked. Releases are applied and never block.
-func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
+// A call runs in passes (one for a local call; see Limiter.cluster for the others). A pass
+// locks the values of its ops (lock), reserves what each asks on its value (reserve: the
+// value's state changes at once, and the op keeps what it needs to give it back), then
+// settles: it commits the reservations if the call is allowed, or cancels every reservation
+// the call holds, and counts, reports and unlocks.
+
+// settle ends a pass on the locked ops: when the call is not allowed it cancels what the call
+// reserved (this pass's reservations exactly, earlier passes' as far as they can be given
+// back); then it counts the outcome, fills the statuses, unlocks and decides. It returns the
+// decision and the call position of the shadow op it reports (-1 for none).
+func (l *Limiter) settle(now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) (Decision, int32) {
+	if !allowed {
+		undo(ops)
+		revert(now, ops)
+	}
+	l.finish(now, ops, allowed, opt, st)
+	unlock(ops)
+	d := Decision{Allowed: allowed}
+	_, shadowSeq := decide(&d, ops, allowed)
+	return d, shadowSeq
+}
+
+// reserve runs the active ops on their locked states, taking what each that passes asks (early
+// ops ran in an earlier pass and are left as they are). It reports whether an op of a rule
+// that is not a shadow rule blocked. Releases are applied and never block; probes take
+// nothing.
+func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	blocked := false
 	for i := range ops {
 		o := &ops[i]
@@ -317,8 +340,8 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	return blocked
 }
 
-// undo restores the states the applied ops changed, in reverse order; it leaves early ops to
-// revert. Requires the ops locked since eval.
+// undo restores the states the applied ops of this pass changed, in reverse order; it leaves
+// early ops to revert. Requires the ops locked since reserve.
 func undo(ops []op) {
 	for i := len(ops) - 1; i >= 0; i-- {
 		o := &ops[i]

@@ -185,22 +185,15 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 	}
 	t := now.UnixNano()
 	if remote == 0 {
-		return l.local(t, ops, false, &opt, st)
+		return l.local(t, ops, &opt, st)
 	}
 	return l.cluster(ctx, t, ops, &opt, st)
 }
 
-// local checks the active ops on local state.
-func (l *Limiter) local(now int64, ops []op, fb bool, opt *CheckOptions, st []Status) Decision {
-	l.lock(now, ops, fb)
-	blocked := l.eval(now, ops, fb, opt)
-	if blocked {
-		undo(ops)
-	}
-	l.finish(now, ops, !blocked, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: !blocked}
-	decide(&d, ops, !blocked)
+// local checks a call whose ops all run on local state: one pass of reserve, then settle.
+func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
+	l.lock(now, ops, false)
+	d, _ := l.settle(now, ops, !l.reserve(now, ops, false, opt), opt, st)
 	return d
 }
 

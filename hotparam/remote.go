@@ -72,12 +72,8 @@ type RemoteChecker interface {
 // tokens unless a throttle slot had others queued behind it by then.
 func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
-	if l.eval(now, ops, false, opt) {
-		undo(ops)
-		l.finish(now, ops, false, opt, st)
-		unlock(ops)
-		var d Decision
-		decide(&d, ops, false)
+	if l.reserve(now, ops, false, opt) {
+		d, _ := l.settle(now, ops, false, opt, st)
 		return d
 	}
 	for i := range ops {
@@ -131,13 +127,7 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 	}
 
 	l.lock(now, ops, false)
-	if !allowed {
-		revert(now, ops)
-	}
-	l.finish(now, ops, allowed, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: allowed}
-	_, localShadow := decide(&d, ops, allowed)
+	d, localShadow := l.settle(now, ops, allowed, opt, st)
 	if !allowed {
 		d.Block = bl
 	}
@@ -174,10 +164,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	switch l.opts.Fallback {
 	case FallbackAllow:
 		l.lock(now, ops, false)
-		l.finish(now, ops, true, opt, st)
-		unlock(ops)
-		d := Decision{Allowed: true}
-		decide(&d, ops, true)
+		d, _ := l.settle(now, ops, true, opt, st)
 		return d
 	case FallbackDeny:
 		var first *op
@@ -193,13 +180,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 			bl = blockOf(first)
 		}
 		l.lock(now, ops, false)
-		if !allowed {
-			revert(now, ops)
-		}
-		l.finish(now, ops, allowed, opt, st)
-		unlock(ops)
-		d := Decision{Allowed: allowed}
-		decide(&d, ops, allowed)
+		d, _ := l.settle(now, ops, allowed, opt, st)
 		if !allowed {
 			d.Block = bl
 		}
@@ -208,15 +189,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	// FallbackLocal: the cluster ops run on local state, beside the early ones, which keep
 	// what they committed unless this pass blocks.
 	l.lock(now, ops, true)
-	blocked := l.eval(now, ops, true, opt)
-	if blocked {
-		undo(ops)
-		revert(now, ops)
-	}
-	l.finish(now, ops, !blocked, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: !blocked}
-	decide(&d, ops, !blocked)
+	d, _ := l.settle(now, ops, !l.reserve(now, ops, true, opt), opt, st)
 	return d
 }
 
