@@ -5,8 +5,17 @@ import (
 	"slices"
 )
 
-// op is one value's check of one rule within a Check call.
+// op is one value's check of one rule within a Check call: its plan, fixed when the call is
+// collected; what the call has done to the value, kept from pass to pass; and the scratch of
+// the pass running it.
 type op struct {
+	plan
+	done
+	pass
+}
+
+// plan is what an op checks.
+type plan struct {
 	seq     int32 // position in the call's order: entries, then their rules, then values
 	entry   int32 // index of the entry
 	rs      *ruleState
@@ -15,31 +24,38 @@ type op struct {
 	release bool
 	probe   bool   // decided as if it asked hits, consuming nothing
 	leaseID string // concurrency and refund rules: the entry's LeaseID
+	remote  bool   // a cluster rule checked by the Remote (unless falling back to local state)
+	rk      int32  // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
+}
+
+// done is what the call did to an op's value so far, for the passes that follow.
+type done struct {
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
 	released bool
-	remote   bool  // a cluster rule checked by the Remote (unless falling back to local state)
-	rk       int32 // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
 	// early: checked and committed before the call's Remote.Eval, its lock released since (see
 	// Limiter.cluster); gone: its value was no longer tracked when locked again.
 	early, gone bool
-	// Set while the op runs on local state:
+	applied     bool  // this op consumed (given back if the call is blocked)
+	saved       state // the value's state before this op changed it, to undo it
+	after       state // throttle: the value's state right after this op's reservation
+	leases      int32 // concurrency: the value's lease count before this op's acquire
+	// recorded: a refund rule's op noted what it took under its lease id, until exp
+	recorded bool
+	exp      int64
+}
+
+// pass is the scratch of the pass running an op on local state.
+type pass struct {
 	lim     *limit
-	sh      *shard
-	shard   int32 // index of sh in its store
+	sh      *shard // nil when the op does not run in this pass
+	shard   int32  // index of sh in its store
 	hash    uint64
 	lid     uint64 // the hash of leaseID, 0 for none
 	slot    int32
-	saved   state // the value's state before this op changed it, to undo it
-	after   state // throttle: the value's state right after this op's reservation
-	leases  int32 // concurrency: the value's lease count before this op's acquire
-	applied bool  // this op consumed (undone if the call is blocked)
-	// recorded: a refund rule's op noted what it took under its lease id, until now+lease
-	recorded bool
-	exp      int64 // the lease's end, when recorded
-	blocked  bool  // this op's own limit was exceeded
-	wait     int64 // throttle: ns until the request's slot
-	retry    int64 // when blocked: ns until it could pass
+	blocked bool  // this op's own limit was exceeded
+	wait    int64 // throttle: ns until the request's slot
+	retry   int64 // when blocked: ns until it could pass
 }
 
 // countOps is the number of ops collect makes for entries (at most: it does not match values).
@@ -98,8 +114,8 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
 						continue
 					}
-					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
-						release: e.Release, probe: e.Probe, leaseID: leaseID, remote: isRemote})
+					ops = append(ops, op{plan: plan{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
+						release: e.Release, probe: e.Probe, leaseID: leaseID, remote: isRemote}})
 					if isRemote {
 						remote++
 					}
