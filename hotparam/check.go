@@ -302,7 +302,8 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 				*s = o.saved
 			}
 			if !ok {
-				o.retry += max(s.b-now, 0) // a caller whose clock lags the bucket's
+				_, at := s.bucket()
+				o.retry += max(at-now, 0) // a caller whose clock lags the bucket's
 			} else if o.rs.rule.Refund && o.lid != 0 && !o.probe {
 				o.exp = now + o.rs.lease
 				o.sh.record(o.slot, o.hits, o.exp, o.lid)
@@ -398,7 +399,7 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 			continue
 		}
 		sl := o.sh.at(o.slot)
-		if sl.where != inFree && sl.st.a == 0 {
+		if sl.where != inFree && sl.st.inFlight() == 0 {
 			o.sh.remove(o.slot)
 		}
 	}
@@ -429,14 +430,15 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 	switch o.rs.kind {
 	case kindReject:
 		c.Remaining = o.lim.remaining(s)
-		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(s.b-now, 0))
+		_, at := s.bucket()
+		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(at-now, 0))
 	case kindThrottle:
 		mw := max(maxWait(o.rs, now, opt), 0)
 		c.Remaining = o.lim.freeSlots(s, now, mw)
 		c.ResetAfter = durationOf(max(o.lim.wait(s, now), 0))
 	case kindConcurrency:
 		c.Duration = 0
-		c.Remaining = max(o.lim.count-s.a, 0)
+		c.Remaining = max(o.lim.count-s.inFlight(), 0)
 	}
 	if o.blocked {
 		c.RetryAfter = durationOf(o.retry)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Concurrency rules: a value's state counts the hits in flight (state.a); the shard keeps the
+// Concurrency rules: a value's state counts the hits in flight (state.inFlight); the shard keeps the
 // leases behind that count, in acquire order, so that an acquire never released expires.
 
 // prune drops the expired leases of slot i, and their hits from its count in flight.
@@ -14,7 +14,7 @@ import (
 func (sh *shard) prune(i int32, now int64) {
 	if n := sh.expire(i, now); n > 0 {
 		s := &sh.at(i).st
-		s.a = max(s.a-n, 0)
+		s.setInFlight(s.inFlight() - n)
 	}
 }
 
@@ -63,7 +63,7 @@ func (s *store) leaseHash(id string) uint64 {
 func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe bool) (bool, int64) {
 	s := &sh.at(i).st
 	ls := sh.leases[i]
-	if n > count-s.a {
+	if n > count-s.inFlight() {
 		retry := exp - now // nothing in flight to wait for: a lease's length
 		if len(ls) > 0 {
 			retry = ls[0].exp - now
@@ -76,7 +76,7 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe boo
 	if probe {
 		return true, 0
 	}
-	s.a += n
+	s.setInFlight(s.inFlight() + n)
 	sh.setLeases(i, append(ls, lease{exp: exp, n: n, id: id}))
 	return true, 0
 }
@@ -87,7 +87,7 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe boo
 // request it names was refused, or its lease expired). Requires mu held.
 func (sh *shard) release(i int32, n int64, id uint64) {
 	s := &sh.at(i).st
-	s.a = max(s.a-sh.free(i, n, id), 0)
+	s.setInFlight(s.inFlight() - sh.free(i, n, id))
 }
 
 // free removes up to n hits from the leases of slot i under id (any lease when id is 0), the
@@ -148,7 +148,7 @@ func (sh *shard) refundable(i int32, n int64, id uint64) int64 {
 // interchangeable. Requires mu held.
 func (sh *shard) unlease(i int32, exp, n int64, id uint64) {
 	s := &sh.at(i).st
-	s.a = max(s.a-sh.unrecord(i, exp, n, id), 0)
+	s.setInFlight(s.inFlight() - sh.unrecord(i, exp, n, id))
 }
 
 // unrecord takes back n hits of slot i's newest lease (or refund record) that expires at exp

@@ -129,13 +129,15 @@ func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
 		if lim.p == 0 || s.scale == 0 {
 			return 0
 		}
-		a := rescale(s.a, s.scale, lim.q, int64(lim.full))
-		if uint64(a) >= lim.full {
+		units, at := s.bucket()
+		units = rescale(units, s.scale, lim.q, int64(lim.full))
+		if uint64(units) >= lim.full {
 			return 0
 		}
-		return satAdd(s.b, ceilDiv(lim.full-uint64(max(a, 0)), lim.p))
+		return satAdd(at, ceilDiv(lim.full-uint64(max(units, 0)), lim.p))
 	case kindThrottle:
-		return satAdd(s.a, min(s.b, 1))
+		next, frac := s.throttle()
+		return satAdd(next, min(frac, 1))
 	case kindConcurrency:
 		var exp, n int64
 		for _, l := range sh.leases[i] {
@@ -163,15 +165,15 @@ func (rs *ruleState) restore(sh *shard, i int32, h uint64, lim *limit, now int64
 		if until <= now || lim.p == 0 {
 			return
 		}
-		if d := until - now; d >= lim.ttf {
-			s.a = 0
-		} else {
-			s.a = int64(lim.full - min(uint64(d)*lim.p, lim.full)) // d < ttf: d*p < full+p
+		units := int64(0)
+		if d := until - now; d < lim.ttf {
+			units = int64(lim.full - min(uint64(d)*lim.p, lim.full)) // d < ttf: d*p < full+p
 		}
+		s.setBucket(units, now, lim.q)
 	case kindThrottle:
 		until := int64(min(v, math.MaxInt64))
-		if until > s.a {
-			s.a, s.b = until, 0
+		if next, _ := s.throttle(); until > next {
+			s.setThrottle(until, 0, s.scale)
 		}
 	case kindConcurrency:
 		expSec, n := unpackConc(v)
@@ -179,7 +181,7 @@ func (rs *ruleState) restore(sh *shard, i int32, h uint64, lim *limit, now int64
 		if exp <= now || n == 0 {
 			return
 		}
-		s.a = int64(n)
+		s.setInFlight(int64(n))
 		sh.setLeases(i, []lease{{exp: exp, n: int64(n)}})
 	}
 }
