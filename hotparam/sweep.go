@@ -46,7 +46,7 @@ func (sh *shard) sweep(rs *ruleState, now int64) int {
 		switch {
 		case rs.kind == kindConcurrency:
 			sh.prune(i, now)
-		case rs.rule.Refund:
+		default: // refund records, also those of a rule reloaded without refund
 			sh.expire(i, now)
 		}
 		if len(sh.leases[i]) > 0 {

@@ -110,3 +110,19 @@ func TestSweepRacesChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDropsRecordsOfARuleReloadedWithoutRefund: refund records left by a rule that no
+// longer refunds expire, and the value is forgotten once idle.
+func TestSweepDropsRecordsOfARuleReloadedWithoutRefund(t *testing.T) {
+	r := refundRule(10, time.Second)
+	r.Lease = 5 * time.Second
+	l := mustNew(t, r)
+	check(l, t0, withLease("v", 1, "a", false))
+	l2, err := l.Reload([]Rule{qps(10, time.Second)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := l2.Sweep(at(10 * time.Second)); n != 1 || l2.Stats()[0].Tracked != 0 {
+		t.Fatalf("swept %d, tracked %d; want the value forgotten", n, l2.Stats()[0].Tracked)
+	}
+}
