@@ -126,6 +126,13 @@ type RuleStats struct {
 // A shadow rule is checked like the others and consumes when the call is allowed, so that its
 // counts are real, but it never blocks the call; Decision.Shadow reports the first value it
 // would have blocked. Statuses leave shadow rules out.
+//
+// Each rule tracks at most its Capacity values. Evicting a value to make room never hands it a
+// new allowance: a value whose state is not back to the default is folded into its rule's
+// depleted sketch, from which it is created again (see flood.go); "a new value starts full" and
+// "forgotten" above hold for values the sketch knows nothing of. A rule's per-value structures
+// are made at its first value; Sweep, called periodically, forgets idle values and gives the
+// memory back.
 type Limiter struct {
 	rules      []Rule
 	compiled   []*ruleState
