@@ -2,11 +2,15 @@ package hotparam
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func benchLimiter(b *testing.B, capacity int) *Limiter {
@@ -43,14 +47,19 @@ func BenchmarkCheckEvicting(b *testing.B) {
 	b.ReportMetric(float64(l.Stats()[0].Evictions-warm)/float64(b.N), "evictions/op")
 }
 
-// BenchmarkMemoryPerValue tracks 1,000,000 values (keys of 12 bytes) in one rule and reports the
-// heap they hold, per value.
+// BenchmarkMemoryPerValue tracks 1,000,000 values (keys of 12 bytes) in one rule and reports
+// the heap they hold and the process's resident memory, per value: right after they were
+// tracked (heap garbage of the growth not yet returned) and at steady state, after a pass of
+// checks over the tracked values and the runtime returning free memory to the OS, as its
+// background scavenger does over time (target: 160 bytes of RSS a value).
 func BenchmarkMemoryPerValue(b *testing.B) {
 	const n = 1_000_000
 	for range b.N {
 		var before, after runtime.MemStats
 		runtime.GC()
+		debug.FreeOSMemory()
 		runtime.ReadMemStats(&before)
+		rss0 := rss(b)
 		l := benchLimiter(b, n)
 		e := []Entry{one("", 1)}
 		buf := make([]byte, 0, 32)
@@ -61,12 +70,37 @@ func BenchmarkMemoryPerValue(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
+		rss1 := rss(b)
 		if got := l.Stats()[0].Tracked; got != n {
 			b.Fatalf("tracked %d", got)
 		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/value")
+		for i := range n { // steady state: tracked values checked again, nothing allocated
+			buf = strconv.AppendInt(append(buf[:0], "item-"...), int64(1_000_000+i), 10)
+			e[0].Params[0].Values[0] = unsafe.String(&buf[0], len(buf))
+			l.Check(context.Background(), t0, e, CheckOptions{}, nil)
+		}
+		debug.FreeOSMemory()
+		rss2 := rss(b)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/value")
+		b.ReportMetric(float64(rss1-rss0)/n, "rss-bytes/value-after-load")
+		b.ReportMetric(float64(rss2-rss0)/n, "rss-bytes/value-steady")
+		b.ReportMetric(160, "target-rss-bytes/value")
 		runtime.KeepAlive(l)
 	}
+}
+
+// rss is the process's resident memory in bytes.
+func rss(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize())
 }
 
 // BenchmarkCheckMultiRule checks one entry against three rules of different kinds and two

@@ -17,17 +17,30 @@ const (
 	kindConcurrency
 )
 
-// state is one value's state under one rule. Its fields mean, by the rule's kind:
-//
-//   - reject: a is the tokens in units of 1/scale token, b the instant (Unix ns) they were
-//     counted at;
-//   - throttle: a is the instant (Unix ns) of the next free slot, b its fraction in units of
-//     1/scale ns (scale is the count the fraction was computed with);
-//   - concurrency: a is the number of hits in flight (the leases are kept by the shard).
+// state is one value's state under one rule: two words and the scale of a fraction, whose
+// meaning depends on the rule's kind. It is read and written only through the accessors of
+// that kind: bucket (reject), throttle, inFlight (concurrency).
 type state struct {
-	a, b  int64
+	x, y  int64
 	scale uint64
 }
+
+// bucket is a reject rule's bucket: the tokens in units of 1/scale token, and the instant (Unix
+// ns) they were counted at.
+func (s *state) bucket() (units, at int64) { return s.x, s.y }
+
+func (s *state) setBucket(units, at int64, scale uint64) { s.x, s.y, s.scale = units, at, scale }
+
+// throttle is a throttle rule's next free slot: its instant (Unix ns) and a fraction of a
+// nanosecond in units of 1/scale (scale is the count the fraction was computed with).
+func (s *state) throttle() (next, frac int64) { return s.x, s.y }
+
+func (s *state) setThrottle(next, frac int64, scale uint64) { s.x, s.y, s.scale = next, frac, scale }
+
+// inFlight is a concurrency rule's hits in flight (the shard keeps the leases behind them).
+func (s *state) inFlight() int64 { return s.x }
+
+func (s *state) setInFlight(n int64) { s.x = max(n, 0) }
 
 // counters count a value's requests for Top: passed and blocked in window win (Unix time divided
 // by the rule's window) and in the window before.
@@ -116,31 +129,32 @@ func ceilDiv(a, b uint64) int64 {
 // The token bucket of a reject rule.
 
 // initBucket makes s a full bucket at now.
-func (l *limit) initBucket(s *state, now int64) {
-	s.a, s.b, s.scale = int64(l.full), now, l.q
-}
+func (l *limit) initBucket(s *state, now int64) { s.setBucket(int64(l.full), now, l.q) }
 
 // refill brings s up to now: converts it to l's units, clamps it to l's capacity and adds the
 // tokens earned since it was last counted. A now earlier than the last count adds nothing.
 func (l *limit) refill(s *state, now int64) {
+	units, at := s.bucket()
 	if s.scale != l.q {
-		s.a = rescale(s.a, s.scale, l.q, int64(l.full))
-		s.scale = l.q
+		units = rescale(units, s.scale, l.q, int64(l.full))
 	}
-	if uint64(s.a) > l.full {
-		s.a = int64(l.full)
+	units = int64(min(uint64(units), l.full))
+	if el := now - at; el > 0 {
+		at = now
+		if el >= l.ttf {
+			units = int64(l.full)
+		} else {
+			// el < ttf, so el*p < full+p: no overflow in uint64.
+			units = int64(min(uint64(units)+uint64(el)*l.p, l.full))
+		}
 	}
-	el := now - s.b
-	if el <= 0 {
-		return
-	}
-	s.b = now
-	if el >= l.ttf {
-		s.a = int64(l.full)
-		return
-	}
-	// el < ttf, so el*p < full+p: no overflow in uint64.
-	s.a = int64(min(uint64(s.a)+uint64(el)*l.p, l.full))
+	s.setBucket(units, at, l.q)
+}
+
+// tokens is the units of the refilled bucket s.
+func tokens(s *state) uint64 {
+	units, _ := s.bucket()
+	return uint64(units)
 }
 
 // take takes n tokens from the refilled bucket s. When it cannot, it consumes nothing and
@@ -150,11 +164,12 @@ func (l *limit) take(s *state, n int64) (bool, int64) {
 		return false, l.dur // never possible: try again a duration later
 	}
 	need := uint64(n) * l.q // n <= count+burst, so need <= full
-	if uint64(s.a) >= need {
-		s.a -= int64(need)
+	units, at := s.bucket()
+	if uint64(units) >= need {
+		s.setBucket(units-int64(need), at, l.q)
 		return true, 0
 	}
-	return false, ceilDiv(need-uint64(s.a), l.p)
+	return false, ceilDiv(need-uint64(units), l.p)
 }
 
 // refund gives n tokens back to the refilled bucket s, never above its capacity.
@@ -163,16 +178,17 @@ func (l *limit) refund(s *state, n int64) {
 		return
 	}
 	n = min(n, l.count+l.burst)
-	s.a = int64(min(uint64(s.a)+uint64(n)*l.q, l.full))
+	units, at := s.bucket()
+	s.setBucket(int64(min(uint64(units)+uint64(n)*l.q, l.full)), at, l.q)
 }
 
 // remaining is the whole tokens left in the refilled bucket s.
-func (l *limit) remaining(s *state) int64 { return s.a / int64(l.q) }
+func (l *limit) remaining(s *state) int64 { return int64(tokens(s) / l.q) }
 
 // resetAfter is the time until the refilled bucket s is full.
 func (l *limit) resetAfter(s *state) int64 {
 	if l.p == 0 {
 		return 0
 	}
-	return ceilDiv(l.full-uint64(s.a), l.p)
+	return ceilDiv(l.full-tokens(s), l.p)
 }

@@ -136,20 +136,23 @@ func TestRefundNeverAboveCapacity(t *testing.T) {
 	r := qps(10, time.Second)
 	r.Refund = true
 	l := mustNew(t, r)
-	rel := func(n int64) Entry { e := one("v", n); e.Release = true; return e }
+	acq := func(n int64, id string) Entry { e := one("v", n); e.LeaseID = id; return e }
+	rel := func(n int64, id string) Entry { e := acq(n, id); e.Release = true; return e }
 	steps := []struct {
+		at        time.Duration
 		e         Entry
 		allowed   bool
 		remaining int64
 	}{
-		{one("v", 8), true, 2},
-		{rel(3), true, 5},
-		{rel(100), true, 10}, // back to capacity, not beyond
-		{one("v", 10), true, 0},
-		{one("v", 1), false, 0},
+		{0, acq(8, "a"), true, 2},
+		{0, acq(2, "b"), true, 0},
+		{0, rel(3, "a"), true, 3},
+		{500 * time.Millisecond, rel(100, "a"), true, 10}, // 3+5 refilled+5 left of a's 8: capped
+		{500 * time.Millisecond, acq(10, "c"), true, 0},
+		{500 * time.Millisecond, acq(1, "d"), false, 0},
 	}
 	for i, s := range steps {
-		d, st := check(l, at(0), s.e)
+		d, st := check(l, at(s.at), s.e)
 		if d.Allowed != s.allowed || st[0].Remaining != s.remaining {
 			t.Errorf("step %d: allowed %v remaining %d, want %v %d", i, d.Allowed, st[0].Remaining, s.allowed, s.remaining)
 		}

@@ -5,37 +5,74 @@ import (
 	"slices"
 )
 
-// op is one value's check of one rule within a Check call.
+// op is one value's check of one rule within a Check call: its plan, fixed when the call is
+// collected; what the call has done to the value, kept from pass to pass; and the scratch of
+// the pass running it.
 type op struct {
+	plan
+	done
+	pass
+}
+
+// plan is what an op checks.
+type plan struct {
 	seq     int32 // position in the call's order: entries, then their rules, then values
 	entry   int32 // index of the entry
 	rs      *ruleState
 	value   string
 	hits    int64 // >= 1
 	release bool
-	leaseID string // concurrency: the entry's LeaseID
+	probe   bool   // decided as if it asked hits, consuming nothing
+	leaseID string // concurrency and refund rules: the entry's LeaseID
+	remote  bool   // a cluster rule checked by the Remote (unless falling back to local state)
+	rk      int32  // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
+}
+
+// done is what the call did to an op's value so far, for the passes that follow.
+type done struct {
 	// released: the release was applied (a call that starts again on a Remote failure does not
 	// apply it twice)
 	released bool
-	remote   bool  // a cluster rule checked by the Remote (unless falling back to local state)
-	rk       int32 // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
 	// early: checked and committed before the call's Remote.Eval, its lock released since (see
 	// Limiter.cluster); gone: its value was no longer tracked when locked again.
 	early, gone bool
-	// Set while the op runs on local state:
+	applied     bool  // this op consumed (given back if the call is blocked)
+	saved       state // the value's state before this op changed it, to undo it
+	after       state // throttle: the value's state right after this op's reservation
+	leases      int32 // concurrency: the value's lease count before this op's acquire
+	// recorded: a refund rule's op noted what it took under its lease id, until exp
+	recorded bool
+	exp      int64
+}
+
+// pass is the scratch of the pass running an op on local state.
+type pass struct {
 	lim     *limit
-	sh      *shard
-	shard   int32 // index of sh in its store
+	sh      *shard // nil when the op does not run in this pass
+	shard   int32  // index of sh in its store
 	hash    uint64
-	lid     uint64 // concurrency: the hash of leaseID, 0 for none
+	lid     uint64 // the hash of leaseID, 0 for none
 	slot    int32
-	saved   state // the value's state before this op changed it, to undo it
-	after   state // throttle: the value's state right after this op's reservation
-	leases  int32 // concurrency: the value's lease count before this op's acquire
-	applied bool  // this op consumed (undone if the call is blocked)
 	blocked bool  // this op's own limit was exceeded
 	wait    int64 // throttle: ns until the request's slot
 	retry   int64 // when blocked: ns until it could pass
+}
+
+// countOps is the number of ops collect makes for entries (at most: it does not match values).
+func (l *Limiter) countOps(entries []Entry, opt CheckOptions) int {
+	n := 0
+	for ei := range entries {
+		e := &entries[ei]
+		for _, ri := range l.byResource[e.Resource] {
+			rs := l.compiled[ri]
+			for pi := range e.Params {
+				if e.Params[pi].Name == rs.rule.Param {
+					n += len(e.Params[pi].Values)
+				}
+			}
+		}
+	}
+	return n
 }
 
 // collect appends to ops one op per entry, rule of its resource and param value, and returns
@@ -47,6 +84,9 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 		idx := l.byResource[e.Resource]
 		if len(idx) == 0 {
 			continue
+		}
+		if e.Probe && e.Release {
+			continue // gives back nothing
 		}
 		hits := e.Hits
 		if hits <= 0 {
@@ -67,15 +107,15 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					continue
 				}
 				leaseID := ""
-				if rs.kind == kindConcurrency {
+				if rs.kind == kindConcurrency || rs.rule.Refund {
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
 					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
 						continue
 					}
-					ops = append(ops, op{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
-						release: e.Release, leaseID: leaseID, remote: isRemote})
+					ops = append(ops, op{plan: plan{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
+						release: e.Release, probe: e.Probe, leaseID: leaseID, remote: isRemote}})
 					if isRemote {
 						remote++
 					}
@@ -109,18 +149,19 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.lim = o.rs.limitOf(o.value, fb && o.remote)
 		h := o.rs.store.hash(o.value)
 		o.shard = int32(h & o.rs.store.mask)
-		o.sh = &o.rs.store.shards[o.shard]
+		o.sh = &o.rs.store.active()[o.shard]
 		o.hash = h
 		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
 	if len(ops) > 1 {
 		slices.SortStableFunc(ops, byLockOrder)
 	}
-	var prev *shard
-	for i := range ops {
-		if sh := ops[i].sh; sh != nil && sh != prev {
-			sh.mu.Lock()
-			prev = sh
+	for !lockShards(ops) {
+		// Sweep dropped a store's shards before they were locked: take the new ones
+		for i := range ops {
+			if o := &ops[i]; o.sh != nil {
+				o.sh = &o.rs.store.active()[o.shard]
+			}
 		}
 	}
 	for i := range ops {
@@ -136,7 +177,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 			}
 			o.gone = true
 		}
-		slot, created := o.sh.get(o.value, o.hash)
+		slot, created := o.sh.get(o.value, o.hash, now)
 		o.slot = slot
 		sl := o.sh.at(slot)
 		sl.pinned = true
@@ -148,8 +189,34 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 				o.lim.initThrottle(&sl.st, now)
 			}
 			sl.win = uint32(now / o.rs.window)
+			o.rs.restore(o.sh, slot, o.hash, o.lim, now)
 		}
 	}
+}
+
+// lockShards locks the shards of the sorted ops. If one of them was dropped by Sweep, it
+// unlocks them all and returns false.
+func lockShards(ops []op) bool {
+	var prev *shard
+	dead := false
+	for i := range ops {
+		if sh := ops[i].sh; sh != nil && sh != prev {
+			sh.mu.Lock()
+			dead = dead || sh.dead
+			prev = sh
+		}
+	}
+	if !dead {
+		return true
+	}
+	prev = nil
+	for i := range ops {
+		if sh := ops[i].sh; sh != nil && sh != prev {
+			sh.mu.Unlock()
+			prev = sh
+		}
+	}
+	return false
 }
 
 // unlock unpins the ops' values and unlocks their shards.
@@ -177,10 +244,33 @@ func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
 	return w
 }
 
-// eval runs the active ops on their locked states, applying each that passes (early ops ran
-// already and are left as they are). It reports whether an op of a rule that is not a shadow
-// rule blocked. Releases are applied and never block.
-func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
+// A call runs in passes (one for a local call; see Limiter.cluster for the others). A pass
+// locks the values of its ops (lock), reserves what each asks on its value (reserve: the
+// value's state changes at once, and the op keeps what it needs to give it back), then
+// settles: it commits the reservations if the call is allowed, or cancels every reservation
+// the call holds, and counts, reports and unlocks.
+
+// settle ends a pass on the locked ops: when the call is not allowed it cancels what the call
+// reserved (this pass's reservations exactly, earlier passes' as far as they can be given
+// back); then it counts the outcome, fills the statuses, unlocks and decides. It returns the
+// decision and the call position of the shadow op it reports (-1 for none).
+func (l *Limiter) settle(now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) (Decision, int32) {
+	if !allowed {
+		undo(ops)
+		revert(now, ops)
+	}
+	l.finish(now, ops, allowed, opt, st)
+	unlock(ops)
+	d := Decision{Allowed: allowed}
+	_, shadowSeq := decide(&d, ops, allowed)
+	return d, shadowSeq
+}
+
+// reserve runs the active ops on their locked states, taking what each that passes asks (early
+// ops ran in an earlier pass and are left as they are). It reports whether an op of a rule
+// that is not a shadow rule blocked. Releases are applied and never block; probes take
+// nothing.
+func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	blocked := false
 	for i := range ops {
 		o := &ops[i]
@@ -193,23 +283,42 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 		switch o.rs.kind {
 		case kindReject:
 			o.lim.refill(s, now)
+			if o.rs.rule.Refund {
+				o.sh.expire(o.slot, now)
+			}
 			if o.release {
+				// A refund gives back only what the acquire of the same lease id took and
+				// was not refunded yet: nothing for a refused request or without an id.
 				if !o.released {
-					o.lim.refund(s, o.hits)
+					o.lim.refund(s, o.sh.refundable(o.slot, o.hits, o.lid))
 					o.released = true
 				}
 				continue
 			}
 			o.saved = *s
+			o.recorded = false
 			ok, o.retry = o.lim.take(s, o.hits)
+			if o.probe {
+				*s = o.saved
+			}
 			if !ok {
-				o.retry += max(s.b-now, 0) // a caller whose clock lags the bucket's
+				_, at := s.bucket()
+				o.retry += max(at-now, 0) // a caller whose clock lags the bucket's
+			} else if o.rs.rule.Refund && o.lid != 0 && !o.probe {
+				o.exp = now + o.rs.lease
+				o.sh.record(o.slot, o.hits, o.exp, o.lid)
+				o.recorded = true
 			}
 		case kindThrottle:
 			o.lim.advance(s, now)
 			o.saved = *s
 			mw := maxWait(o.rs, now, opt)
-			ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			if o.probe {
+				ok, o.wait = o.lim.free(s, now)
+				mw = 0
+			} else {
+				ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
+			}
 			o.after = *s
 			if !ok {
 				o.retry = max(o.wait-max(mw, 0), 1)
@@ -226,7 +335,15 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 			}
 			o.saved = *s
 			o.leases = int32(len(o.sh.leases[o.slot]))
-			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid)
+			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid, o.probe)
+		}
+		if o.probe {
+			o.applied = false
+			if !ok {
+				o.blocked = true
+				blocked = blocked || !o.rs.rule.Shadow
+			}
+			continue
 		}
 		if ok {
 			o.applied = true
@@ -240,8 +357,8 @@ func (l *Limiter) eval(now int64, ops []op, fb bool, opt *CheckOptions) bool {
 	return blocked
 }
 
-// undo restores the states the applied ops changed, in reverse order; it leaves early ops to
-// revert. Requires the ops locked since eval.
+// undo restores the states the applied ops of this pass changed, in reverse order; it leaves
+// early ops to revert. Requires the ops locked since reserve.
 func undo(ops []op) {
 	for i := len(ops) - 1; i >= 0; i-- {
 		o := &ops[i]
@@ -251,6 +368,10 @@ func undo(ops []op) {
 		o.sh.at(o.slot).st = o.saved
 		if o.rs.kind == kindConcurrency {
 			o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leases])
+		}
+		if o.recorded {
+			o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
+			o.recorded = false
 		}
 		o.applied = false
 	}
@@ -278,7 +399,7 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 			continue
 		}
 		sl := o.sh.at(o.slot)
-		if sl.where != inFree && sl.st.a == 0 {
+		if sl.where != inFree && sl.st.inFlight() == 0 {
 			o.sh.remove(o.slot)
 		}
 	}
@@ -309,14 +430,15 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 	switch o.rs.kind {
 	case kindReject:
 		c.Remaining = o.lim.remaining(s)
-		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(s.b-now, 0))
+		_, at := s.bucket()
+		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(at-now, 0))
 	case kindThrottle:
 		mw := max(maxWait(o.rs, now, opt), 0)
 		c.Remaining = o.lim.freeSlots(s, now, mw)
 		c.ResetAfter = durationOf(max(o.lim.wait(s, now), 0))
 	case kindConcurrency:
 		c.Duration = 0
-		c.Remaining = max(o.lim.count-s.a, 0)
+		c.Remaining = max(o.lim.count-s.inFlight(), 0)
 	}
 	if o.blocked {
 		c.RetryAfter = durationOf(o.retry)

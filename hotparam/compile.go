@@ -2,10 +2,43 @@ package hotparam
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
 )
+
+// Defaults applied by New when a rule leaves the field zero.
+const (
+	DefaultLease    = 60 * time.Second
+	DefaultCapacity = 100000
+)
+
+// Rule limits each value of one param of one resource.
+type Rule struct {
+	Resource        string
+	Param           string
+	Grade           Grade
+	Count           int64            // QPS: tokens per Duration; Concurrency: most in flight per value
+	Duration        time.Duration    // QPS: the refill period of Count tokens
+	Burst           int64            // QPS: extra bucket capacity
+	Behavior        Behavior         // QPS only
+	MaxQueueingTime time.Duration    // Throttle: longest wait
+	Items           map[string]int64 // per-value exceptions to Count
+	Lease           time.Duration    // Concurrency: an acquire never released is freed after this
+	Capacity        int              // most distinct values tracked at once
+	Refund          bool             // QPS: Release entries give back what their lease took
+	Cluster         bool             // state kept in the shared store (Remote)
+	Shadow          bool             // evaluated and reported, never blocks
+	// Match, when not nil, limits only the values it matches; the others pass this rule
+	// untouched (no state is kept for them).
+	Match Matcher
+}
+
+// Matcher selects the values of a param that a rule limits. It must be safe for concurrent use.
+type Matcher interface {
+	Match(value string) bool
+}
 
 // identity is what a rule's state belongs to: a reload keeps the state of a rule whose identity
 // is unchanged, whatever its thresholds.
@@ -132,7 +165,8 @@ func (rs *ruleState) capacity() int {
 }
 
 // build compiles rules, taking the store of each rule from old (matched by identity and order)
-// or making a fresh one.
+// or making a fresh one. A rule equal to the one of old it takes the store of is not compiled
+// again: its compiled form is shared.
 func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	l := &Limiter{rules: rules, opts: opts, byResource: make(map[string][]int32)}
 	if old != nil && old.seq != nil {
@@ -144,39 +178,66 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		id  identity
 		nth int
 	}
-	var kept map[key]*store
+	var kept map[key]*ruleState
 	if old != nil {
-		kept = make(map[key]*store, len(old.compiled))
+		kept = make(map[key]*ruleState, len(old.compiled))
 		for _, rs := range old.compiled {
-			kept[key{rs.ident, rs.nth}] = rs.store
+			kept[key{rs.ident, rs.nth}] = rs
 		}
 	}
+	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1)
 	seen := make(map[identity]int, len(rules))
 	l.compiled = make([]*ruleState, len(rules))
-	for i, r := range rules {
-		id := identityOf(&r)
+	fresh := make([]bool, len(rules)) // compiled now, not shared
+	for i := range rules {
+		r := &rules[i]
+		id := identityOf(r)
 		nth := seen[id]
 		seen[id] = nth + 1
-		rs, err := compile(i, r, opts.Replicas, nth)
-		if err != nil {
-			return nil, err
+		if prev, ok := kept[key{id, nth}]; ok && sameOpts && sameRule(&prev.rule, r) {
+			if prev.index != i {
+				moved := *prev
+				moved.index = i
+				prev = &moved
+			}
+			l.compiled[i] = prev
+		} else {
+			rs, err := compile(i, *r, opts.Replicas, nth)
+			if err != nil {
+				return nil, err
+			}
+			l.compiled[i] = rs
+			fresh[i] = true
 		}
-		l.compiled[i] = rs
 		l.byResource[r.Resource] = append(l.byResource[r.Resource], int32(i))
 	}
 	if err := checkRemote(l.compiled, opts.Remote); err != nil {
 		return nil, err
 	}
 	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
-	for _, rs := range l.compiled {
-		if st, ok := kept[key{rs.ident, rs.nth}]; ok {
-			rs.store = st
-			st.setCapacity(rs.capacity())
+	for i, rs := range l.compiled {
+		if prev, ok := kept[key{rs.ident, rs.nth}]; ok {
+			rs.store = prev.store
+			rs.store.owner.Store(rs)
+			if fresh[i] {
+				rs.store.setCapacity(rs.capacity())
+			}
 			continue
 		}
 		rs.store = newStore(l.seq.Add(1), rs.capacity())
+		rs.store.owner.Store(rs)
 	}
 	return l, nil
+}
+
+// sameRule reports whether a and b compile alike. Rules with a Matcher are never the same (a
+// Matcher may not be comparable).
+func sameRule(a, b *Rule) bool {
+	return a.Resource == b.Resource && a.Param == b.Param && a.Grade == b.Grade && a.Count == b.Count &&
+		a.Duration == b.Duration && a.Burst == b.Burst && a.Behavior == b.Behavior &&
+		a.MaxQueueingTime == b.MaxQueueingTime && a.Lease == b.Lease && a.Capacity == b.Capacity &&
+		a.Refund == b.Refund && a.Cluster == b.Cluster && a.Shadow == b.Shadow &&
+		a.Match == nil && b.Match == nil && maps.Equal(a.Items, b.Items)
 }
 
 // checkRemote asks a Remote that implements RemoteChecker whether it can hold each Cluster rule

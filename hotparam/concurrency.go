@@ -6,26 +6,36 @@ import (
 	"time"
 )
 
-// Concurrency rules: a value's state counts the hits in flight (state.a); the shard keeps the
+// Concurrency rules: a value's state counts the hits in flight (state.inFlight); the shard keeps the
 // leases behind that count, in acquire order, so that an acquire never released expires.
 
-// prune drops the expired leases of slot i. Requires mu held.
+// prune drops the expired leases of slot i, and their hits from its count in flight.
+// Requires mu held.
 func (sh *shard) prune(i int32, now int64) {
+	if n := sh.expire(i, now); n > 0 {
+		s := &sh.at(i).st
+		s.setInFlight(s.inFlight() - n)
+	}
+}
+
+// expire drops the expired leases (or refund records) of slot i and returns the hits they
+// held. Requires mu held.
+func (sh *shard) expire(i int32, now int64) int64 {
 	ls := sh.leases[i]
 	if len(ls) == 0 {
-		return
+		return 0
 	}
-	s := &sh.at(i).st
+	var gone int64
 	kept := ls[:0]
 	for _, l := range ls {
 		if l.exp > now {
 			kept = append(kept, l)
 		} else {
-			s.a -= l.n
+			gone += l.n
 		}
 	}
-	s.a = max(s.a, 0)
 	sh.setLeases(i, kept)
+	return gone
 }
 
 func (sh *shard) setLeases(i int32, ls []lease) {
@@ -48,12 +58,12 @@ func (s *store) leaseHash(id string) uint64 {
 }
 
 // acquire takes n of the count slots of the pruned slot i with a lease until exp, under lease
-// id (0 for none). When it cannot, it takes nothing and returns the time until the first lease
-// expires.
-func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, int64) {
+// id (0 for none); a probe only reports whether it could. When it cannot, it takes nothing and
+// returns the time until the first lease expires.
+func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe bool) (bool, int64) {
 	s := &sh.at(i).st
 	ls := sh.leases[i]
-	if n > count-s.a {
+	if n > count-s.inFlight() {
 		retry := exp - now // nothing in flight to wait for: a lease's length
 		if len(ls) > 0 {
 			retry = ls[0].exp - now
@@ -63,7 +73,10 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, in
 		}
 		return false, max(retry, 1)
 	}
-	s.a += n
+	if probe {
+		return true, 0
+	}
+	s.setInFlight(s.inFlight() + n)
 	sh.setLeases(i, append(ls, lease{exp: exp, n: n, id: id}))
 	return true, 0
 }
@@ -74,7 +87,14 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64) (bool, in
 // request it names was refused, or its lease expired). Requires mu held.
 func (sh *shard) release(i int32, n int64, id uint64) {
 	s := &sh.at(i).st
+	s.setInFlight(s.inFlight() - sh.free(i, n, id))
+}
+
+// free removes up to n hits from the leases of slot i under id (any lease when id is 0), the
+// latest first, and returns how many it removed. Requires mu held.
+func (sh *shard) free(i int32, n int64, id uint64) int64 {
 	ls := sh.leases[i]
+	var freed int64
 	for j := len(ls) - 1; j >= 0 && n > 0; j-- {
 		l := &ls[j]
 		if id != 0 && l.id != id {
@@ -82,8 +102,11 @@ func (sh *shard) release(i int32, n int64, id uint64) {
 		}
 		k := min(n, l.n)
 		l.n -= k
-		s.a -= k
+		freed += k
 		n -= k
+	}
+	if freed == 0 {
+		return 0
 	}
 	kept := ls[:0]
 	for _, l := range ls {
@@ -91,8 +114,32 @@ func (sh *shard) release(i int32, n int64, id uint64) {
 			kept = append(kept, l)
 		}
 	}
-	s.a = max(s.a, 0)
 	sh.setLeases(i, kept)
+	return freed
+}
+
+// maxRecords bounds the refund records kept per value: a value with more acquires whose
+// release has not come yet forgets the oldest (whose release then gives nothing back).
+const maxRecords = 64
+
+// record notes that an acquire of lease id took n tokens of slot i, refundable until exp: a
+// refund rule gives back only what such a record holds. Requires mu held.
+func (sh *shard) record(i int32, n, exp int64, id uint64) {
+	ls := sh.leases[i]
+	if len(ls) >= maxRecords {
+		ls = slices.Delete(ls, 0, 1)
+	}
+	sh.setLeases(i, append(ls, lease{exp: exp, n: n, id: id}))
+}
+
+// refundable takes up to n hits from the refund records of lease id of slot i and returns how
+// many it took: a release without an id, or of an acquire that was refused, that expired or
+// that was refunded already, gets nothing. Requires mu held.
+func (sh *shard) refundable(i int32, n int64, id uint64) int64 {
+	if id == 0 {
+		return 0
+	}
+	return sh.free(i, n, id)
 }
 
 // unlease takes back n hits of slot i's newest lease that expires at exp under id: an acquire
@@ -101,6 +148,12 @@ func (sh *shard) release(i int32, n int64, id uint64) {
 // interchangeable. Requires mu held.
 func (sh *shard) unlease(i int32, exp, n int64, id uint64) {
 	s := &sh.at(i).st
+	s.setInFlight(s.inFlight() - sh.unrecord(i, exp, n, id))
+}
+
+// unrecord takes back n hits of slot i's newest lease (or refund record) that expires at exp
+// under id, and returns how many it took. Requires mu held.
+func (sh *shard) unrecord(i int32, exp, n int64, id uint64) int64 {
 	ls := sh.leases[i]
 	for j := len(ls) - 1; j >= 0; j-- {
 		l := &ls[j]
@@ -109,13 +162,13 @@ func (sh *shard) unlease(i int32, exp, n int64, id uint64) {
 		}
 		k := min(n, l.n)
 		l.n -= k
-		s.a = max(s.a-k, 0)
 		if l.n == 0 {
 			ls = slices.Delete(ls, j, j+1)
 		}
-		break
+		sh.setLeases(i, ls)
+		return k
 	}
-	sh.setLeases(i, ls)
+	return 0
 }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }

@@ -1,10 +1,103 @@
+// Package hotparam enforces hot-parameter flow control: a limit per value of a request parameter
+// (a token bucket, uniform queueing, or a concurrency limit), with per-value exceptions, in
+// bounded memory.
 package hotparam
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// Param is a request parameter and its values; a request passes a rule only if every value does.
+type Param struct {
+	Name   string
+	Values []string
+}
+
+// Entry is one thing to check: a resource with its params, asking for Hits tokens.
+type Entry struct {
+	Resource string
+	Params   []Param
+	Hits     int64 // tokens asked; 0 means 1
+	// Probe checks without consuming: the entry is decided (and its Status filled) as if it
+	// asked Hits tokens, but takes no token, no slot and no place in a queue. Envoy sends it as
+	// a descriptor's explicit hits_addend of 0. A reject rule allows it iff Hits tokens are
+	// there, a throttle rule iff its next slot is free now (no wait), a concurrency rule iff
+	// Hits slots are free. A probe that is also a Release does nothing. Cluster rules pass it
+	// to the Remote (RemoteOp.Probe).
+	Probe bool
+	// Release marks negative hits: it gives back concurrency, and tokens on Refund rules; other
+	// rules ignore it. A release never blocks.
+	Release bool
+	// LeaseID, when not empty, names the concurrency lease this entry acquires, or the one it
+	// releases: a release then frees only a lease of that id held for the same value, and is a
+	// no-op when there is none (a request that was refused never held one). Without it a
+	// release frees the value's newest lease.
+	//
+	// On a Refund rule it names what the acquire consumed: a release gives back at most the
+	// tokens the acquire of the same id took for that value and were not given back yet, and
+	// nothing without an id, for a refused request, or after the rule's Lease. Up to 64 such
+	// records are kept per value (24 bytes each; the oldest is forgotten first).
+	LeaseID string
+}
+
+// CheckOptions tune one Check.
+type CheckOptions struct {
+	// Deadline, when not zero, is the latest instant a throttled request may be answered: a
+	// request whose wait ends after it is blocked at once and consumes nothing.
+	Deadline time.Time
+	// SkipConcurrency leaves concurrency rules out (callers with no completion signal).
+	SkipConcurrency bool
+}
+
+// Block describes the rule and value that blocked (or, for shadow rules, would have).
+type Block struct {
+	Entry      int // index into the entries given to Check
+	Rule       int // index into the rules given to New
+	Param      string
+	Value      string
+	Reason     Reason
+	RetryAfter time.Duration // until this request's tokens would be available
+}
+
+// Status is the tightest limit that applied to one entry, for rate-limit headers.
+type Status struct {
+	Rule       int // -1 when no rule applied
+	Limit      int64
+	Duration   time.Duration
+	Remaining  int64         // whole tokens (or free slots) left after this request
+	ResetAfter time.Duration // until the value's bucket is full again
+	RetryAfter time.Duration // when blocked: until this request's tokens would be available
+}
+
+// Decision is the outcome of one Check.
+type Decision struct {
+	Allowed bool
+	Wait    time.Duration // throttle: hold the answer this long before letting it through
+	Block   Block         // when !Allowed: the first rule and value that blocked
+	// ShadowBlocked reports that a shadow rule would have blocked; Shadow says which.
+	ShadowBlocked bool
+	Shadow        Block
+}
+
+// Options configure a Limiter.
+type Options struct {
+	Remote   Remote // state of Cluster rules; nil means every rule is local
+	Fallback Fallback
+	Replicas int // FallbackLocal divides counts by this; 0 or 1 means no division
+	// OnFallback, when not nil, is called once per Check whose cluster rules fell back because
+	// the Remote failed, with that error. It must be cheap and safe for concurrent use.
+	OnFallback func(err error)
+}
+
+// RuleStats are counters of one rule.
+type RuleStats struct {
+	Rule      int
+	Tracked   int    // values tracked now
+	Evictions uint64 // values evicted to stay within Capacity
+}
 
 // Limiter holds a set of rules and the per-value state of each. It is safe for concurrent use.
 //
@@ -25,13 +118,21 @@ import (
 //     holds none); one without frees the latest leases first. Leases keep a 64-bit hash of their
 //     id, not the id itself.
 //
-// Release entries give back concurrency, and tokens on reject rules with Refund; other rules,
+// Release entries give back concurrency, and tokens on reject rules with Refund (only what the
+// acquire of the same Entry.LeaseID took, recorded for the rule's Lease); other rules,
 // throttle ones included, ignore them. A release is applied whatever the outcome of the call and
 // never blocks.
 //
 // A shadow rule is checked like the others and consumes when the call is allowed, so that its
 // counts are real, but it never blocks the call; Decision.Shadow reports the first value it
 // would have blocked. Statuses leave shadow rules out.
+//
+// Each rule tracks at most its Capacity values. Evicting a value to make room never hands it a
+// new allowance: a value whose state is not back to the default is folded into its rule's
+// depleted sketch, from which it is created again (see flood.go); "a new value starts full" and
+// "forgotten" above hold for values the sketch knows nothing of. A rule's per-value structures
+// are made at its first value; Sweep, called periodically, forgets idle values and gives the
+// memory back.
 type Limiter struct {
 	rules      []Rule
 	compiled   []*ruleState
@@ -73,7 +174,16 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		st[i] = Status{Rule: -1}
 	}
 	var buf [4]op // most calls have a few ops: no allocation for them
-	ops, remote := l.collect(entries, opt, buf[:0])
+	ops := buf[:0]
+	if n := l.countOps(entries, opt); n > len(buf) {
+		p := opPool.Get().(*[]op)
+		if cap(*p) < n {
+			*p = make([]op, 0, n)
+		}
+		defer putOps(p)
+		ops = (*p)[:0]
+	}
+	ops, remote := l.collect(entries, opt, ops)
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
 	}
@@ -82,22 +192,15 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 	}
 	t := now.UnixNano()
 	if remote == 0 {
-		return l.local(t, ops, false, &opt, st)
+		return l.local(t, ops, &opt, st)
 	}
 	return l.cluster(ctx, t, ops, &opt, st)
 }
 
-// local checks the active ops on local state.
-func (l *Limiter) local(now int64, ops []op, fb bool, opt *CheckOptions, st []Status) Decision {
-	l.lock(now, ops, fb)
-	blocked := l.eval(now, ops, fb, opt)
-	if blocked {
-		undo(ops)
-	}
-	l.finish(now, ops, !blocked, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: !blocked}
-	decide(&d, ops, !blocked)
+// local checks a call whose ops all run on local state: one pass of reserve, then settle.
+func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
+	l.lock(now, ops, false)
+	d, _ := l.settle(now, ops, !l.reserve(now, ops, false, opt), opt, st)
 	return d
 }
 
@@ -106,8 +209,9 @@ func (l *Limiter) Stats() []RuleStats {
 	out := make([]RuleStats, len(l.compiled))
 	for i, rs := range l.compiled {
 		out[i].Rule = i
-		for j := range rs.store.shards {
-			sh := &rs.store.shards[j]
+		shards := rs.store.current()
+		for j := range shards {
+			sh := &shards[j]
 			sh.mu.Lock()
 			out[i].Tracked += sh.size
 			out[i].Evictions += sh.evicted
@@ -115,4 +219,16 @@ func (l *Limiter) Stats() []RuleStats {
 		}
 	}
 	return out
+}
+
+// opPool holds the op slices of calls with more ops than Check's own buffer.
+var opPool = sync.Pool{New: func() any { return new([]op) }}
+
+// putOps clears the ops of p (they point into stores and entries) and pools it.
+func putOps(p *[]op) {
+	if cap(*p) > 1024 {
+		return // a rare huge call: let it go
+	}
+	clear((*p)[:cap(*p)])
+	opPool.Put(p)
 }

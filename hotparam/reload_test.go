@@ -181,3 +181,45 @@ func TestReloadThrottleCountChangeKeepsSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadManyRulesKeepsState: a 50,000-rule set reloaded with a rule inserted in front (every
+// rule moves) and others changed keeps a tracked value's state, under the rule's new index;
+// unchanged rules are not compiled again.
+func TestReloadManyRulesKeepsState(t *testing.T) {
+	rules := manyRules(50_000)
+	l := mustNew(t, rules...)
+	const k = 12_344 // a reject rule of count 100
+	e := Entry{Resource: rules[k].Resource, Params: []Param{{Name: "user", Values: []string{"u"}}}, Hits: 100}
+	if d, _ := check(l, t0, e); !d.Allowed {
+		t.Fatal("first request blocked")
+	}
+	next := append([]Rule{{Resource: "new", Param: "p", Count: 1, Duration: time.Second}}, rules...)
+	next[2].Count = 7 // rule 1 of the old set changes
+	l2, err := l.Reload(next, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Hits = 1
+	d, st := check(l2, t0, e)
+	if d.Allowed || d.Block.Rule != k+1 || st[0].Rule != k+1 {
+		t.Fatalf("after the reload: %+v %+v, want blocked by rule %d (state kept)", d, st[0], k+1)
+	}
+	if l2.compiled[k+1].store != l.compiled[k].store {
+		t.Fatal("the store was not kept")
+	}
+	if l2.compiled[3] == l.compiled[2] || l2.compiled[3].def != l.compiled[2].def {
+		t.Fatal("a moved rule shares the old compiled rule (its index would be wrong) or was compiled anew")
+	}
+	if l2.compiled[2].def.count != 7 {
+		t.Fatalf("the changed rule kept its old count %d", l2.compiled[2].def.count)
+	}
+	l3, err := l2.Reload(next, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range next {
+		if l3.compiled[i] != l2.compiled[i] {
+			t.Fatalf("rule %d compiled again although unchanged and in place", i)
+		}
+	}
+}

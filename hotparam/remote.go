@@ -1,6 +1,58 @@
 package hotparam
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// RemoteOp is one value's check of one Cluster rule in the shared store.
+type RemoteOp struct {
+	RuleID   string // stable identity of the rule (kept across reloads that keep its state)
+	Value    string
+	Grade    Grade
+	Behavior Behavior
+	Count    int64 // the limit for this value (an exception item applied)
+	Burst    int64
+	Duration time.Duration
+	// MaxWait is the longest a throttled request may wait: the rule's MaxQueueingTime, cut to
+	// the caller's deadline.
+	MaxWait time.Duration
+	Lease   time.Duration
+	Hits    int64 // >= 1
+	Release bool  // give back (concurrency; tokens when Refund)
+	// Probe decides the op as if it asked Hits, consuming nothing (Entry.Probe): reject, allowed
+	// iff Hits tokens are there; throttle, iff the next slot is free now (no wait); concurrency,
+	// iff Hits slots are free. Never set with Release.
+	Probe   bool
+	LeaseID string // concurrency: the lease acquired or released; "" as in Entry.LeaseID
+	Refund  bool
+	Shadow  bool // evaluated and reported, never blocks the others
+}
+
+// RemoteResult is the store's answer for one RemoteOp.
+type RemoteResult struct {
+	Allowed    bool
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+	Wait       time.Duration // throttle
+}
+
+// Remote keeps the state of Cluster rules in a store shared by replicas, with the store's own
+// clock.
+type Remote interface {
+	// Eval checks ops atomically, all or nothing: unless every op that is not Shadow is
+	// allowed, nothing is consumed. res has len(ops) elements and is filled in. An error means
+	// the store could not answer (the caller applies its fallback); nothing was consumed.
+	Eval(ctx context.Context, ops []RemoteOp, res []RemoteResult) error
+}
+
+// RemoteChecker is implemented by a Remote that cannot represent every rule (its arithmetic has
+// narrower bounds than the local engine's). New and Reload call CheckOp for each Cluster rule,
+// with its largest count, and refuse a rule the Remote rejects.
+type RemoteChecker interface {
+	CheckOp(op RemoteOp) error
+}
 
 // cluster checks a call with ops for the Remote, holding no lock across the Remote's round trip
 // (which may take as long as the store's timeout, and would otherwise hold up every value of the
@@ -20,12 +72,8 @@ import "context"
 // tokens unless a throttle slot had others queued behind it by then.
 func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
-	if l.eval(now, ops, false, opt) {
-		undo(ops)
-		l.finish(now, ops, false, opt, st)
-		unlock(ops)
-		var d Decision
-		decide(&d, ops, false)
+	if l.reserve(now, ops, false, opt) {
+		d, _ := l.settle(now, ops, false, opt, st)
 		return d
 	}
 	for i := range ops {
@@ -79,13 +127,7 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 	}
 
 	l.lock(now, ops, false)
-	if !allowed {
-		revert(now, ops)
-	}
-	l.finish(now, ops, allowed, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: allowed}
-	_, localShadow := decide(&d, ops, allowed)
+	d, localShadow := l.settle(now, ops, allowed, opt, st)
 	if !allowed {
 		d.Block = bl
 	}
@@ -122,10 +164,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	switch l.opts.Fallback {
 	case FallbackAllow:
 		l.lock(now, ops, false)
-		l.finish(now, ops, true, opt, st)
-		unlock(ops)
-		d := Decision{Allowed: true}
-		decide(&d, ops, true)
+		d, _ := l.settle(now, ops, true, opt, st)
 		return d
 	case FallbackDeny:
 		var first *op
@@ -141,13 +180,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 			bl = blockOf(first)
 		}
 		l.lock(now, ops, false)
-		if !allowed {
-			revert(now, ops)
-		}
-		l.finish(now, ops, allowed, opt, st)
-		unlock(ops)
-		d := Decision{Allowed: allowed}
-		decide(&d, ops, allowed)
+		d, _ := l.settle(now, ops, allowed, opt, st)
 		if !allowed {
 			d.Block = bl
 		}
@@ -156,15 +189,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	// FallbackLocal: the cluster ops run on local state, beside the early ones, which keep
 	// what they committed unless this pass blocks.
 	l.lock(now, ops, true)
-	blocked := l.eval(now, ops, true, opt)
-	if blocked {
-		undo(ops)
-		revert(now, ops)
-	}
-	l.finish(now, ops, !blocked, opt, st)
-	unlock(ops)
-	d := Decision{Allowed: !blocked}
-	decide(&d, ops, !blocked)
+	d, _ := l.settle(now, ops, !l.reserve(now, ops, true, opt), opt, st)
 	return d
 }
 
@@ -195,6 +220,9 @@ func revert(now int64, ops []op) {
 		case kindReject:
 			o.lim.refill(s, now)
 			o.lim.refund(s, o.hits)
+			if o.recorded {
+				o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
+			}
 		case kindThrottle:
 			if *s == o.after {
 				*s = o.saved
@@ -221,6 +249,7 @@ func remoteOp(now int64, o *op, opt *CheckOptions) RemoteOp {
 		Lease:    durationOf(o.rs.lease),
 		Hits:     o.hits,
 		Release:  o.release,
+		Probe:    o.probe,
 		LeaseID:  o.leaseID,
 		Refund:   r.Refund,
 		Shadow:   r.Shadow,

@@ -21,10 +21,16 @@ import (
 type store struct {
 	id       uint64 // orders the locks of different stores
 	seed     maphash.Seed
-	mask     uint64
+	mask     uint64       // the number of shards less one
 	size     atomic.Int64 // values tracked, over all shards
 	capacity atomic.Int64
-	shards   []shard
+	// shards is nil until the store tracks a value, and again once Sweep found every shard
+	// empty: a rule that tracks nothing costs no shard. mu serializes making and dropping them.
+	shards atomic.Pointer[[]shard]
+	mu     sync.Mutex
+	// owner is the rule that folds the store's evicted values into the depleted sketches: the
+	// one last built on it.
+	owner atomic.Pointer[ruleState]
 }
 
 // shard is one lock's part of a store. All its fields are guarded by mu.
@@ -42,7 +48,10 @@ type shard struct {
 	small    queue
 	main     queue
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
-	leases   map[int32][]lease // concurrency rules: the leases of each value
+	dead     bool              // dropped by Sweep: a caller that locked it must start again
+	leases   map[int32][]lease // concurrency rules: the leases of each value; refund rules: records
+	depleted *sketch           // states of evicted values not back to the default; nil until one
+	clock    int64             // the latest instant (Unix ns) a value was asked for at
 	evicted  uint64
 	_        [64]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -91,37 +100,67 @@ func newStore(id uint64, capacity int) *store {
 	for n < maxShards && capacity/(n*2) >= minPerShard {
 		n *= 2
 	}
-	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
-	for i := range s.shards {
-		sh := &s.shards[i]
+	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	s.capacity.Store(int64(max(capacity, 1)))
+	return s
+}
+
+// current returns the shards, nil when there are none.
+func (s *store) current() []shard {
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// active returns the shards, making them when there are none.
+func (s *store) active() []shard {
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.shards.Load(); p != nil {
+		return *p
+	}
+	shards := make([]shard, s.mask+1)
+	for i := range shards {
+		sh := &shards[i]
 		sh.st = s
 		sh.seed = s.seed
 		sh.freeHead = -1
 		sh.small = queue{head: -1, tail: -1}
 		sh.main = queue{head: -1, tail: -1}
+		sh.setShare(int(s.capacity.Load()), len(shards))
 	}
-	s.setCapacity(capacity)
-	return s
+	s.shards.Store(&shards)
+	return shards
+}
+
+func (sh *shard) setShare(capacity, n int) {
+	sh.share = max((capacity+n-1)/n, 1)
+	sh.smallCap = max(sh.share/10, 1)
 }
 
 // setCapacity sets the capacity and evicts what no longer fits.
 func (s *store) setCapacity(capacity int) {
 	capacity = max(capacity, 1)
+	s.mu.Lock()
 	s.capacity.Store(int64(capacity))
-	n := len(s.shards)
-	for i := range s.shards {
-		sh := &s.shards[i]
+	shards := s.current()
+	for i := range shards {
+		sh := &shards[i]
 		sh.mu.Lock()
-		sh.share = max((capacity+n-1)/n, 1)
-		sh.smallCap = max(sh.share/10, 1)
+		sh.setShare(capacity, len(shards))
 		sh.mu.Unlock()
 	}
+	s.mu.Unlock()
 	for s.size.Load() > int64(capacity) {
 		evicted := false
-		for i := range s.shards {
-			sh := &s.shards[i]
+		for i := range shards {
+			sh := &shards[i]
 			sh.mu.Lock()
-			if s.size.Load() > int64(capacity) && sh.evict() {
+			if !sh.dead && s.size.Load() > int64(capacity) && sh.evict() {
 				evicted = true
 			}
 			sh.mu.Unlock()
@@ -139,7 +178,8 @@ func (sh *shard) at(i int32) *slot { return &sh.pages[i>>pageBits][i&(pageSize-1
 
 // get returns the slot of key, creating it when absent (created is then true and the slot's
 // state zero). Requires mu held.
-func (sh *shard) get(key string, h uint64) (i int32, created bool) {
+func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool) {
+	sh.clock = max(sh.clock, now)
 	if _, i := sh.index.find(sh, key, h); i >= 0 {
 		sl := sh.at(i)
 		if sl.freq < 3 {
@@ -210,8 +250,7 @@ func (sh *shard) evict() bool {
 			h := maphash.String(sh.seed, sl.key)
 			gi, fp := sh.ghostAt(h)
 			sh.ghost[gi] = fp
-			sh.drop(i, h)
-			sh.evicted++
+			sh.forget(i, h)
 			return true
 		}
 		if sh.main.n == 0 {
@@ -226,11 +265,22 @@ func (sh *shard) evict() bool {
 			sh.push(&sh.main, i, inMain)
 			continue
 		}
-		sh.drop(i, maphash.String(sh.seed, sl.key))
-		sh.evicted++
+		sh.forget(i, maphash.String(sh.seed, sl.key))
 		return true
 	}
 	return false
+}
+
+// forget evicts the unlinked slot i, whose key hashes to h, folding its state into the
+// depleted sketch unless it is back to the default (see flood.go). Requires mu held.
+func (sh *shard) forget(i int32, h uint64) {
+	if rs := sh.st.owner.Load(); rs != nil {
+		if v := rs.depletion(sh, i); v != 0 {
+			sh.fold(h, v, rs.kind == kindConcurrency)
+		}
+	}
+	sh.drop(i, h)
+	sh.evicted++
 }
 
 // remove forgets slot i (unlinking it from its queue). Requires mu held.

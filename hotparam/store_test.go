@@ -72,13 +72,13 @@ func TestScanResistance(t *testing.T) {
 // the main queue, where a later scan does not evict it.
 func TestGhostReadmitsToMain(t *testing.T) {
 	s := newStore(1, 10)
-	sh := &s.shards[0]
+	sh := &s.active()[0]
 	has := func(v string) bool {
 		_, i := sh.index.find(sh, v, s.hash(v))
 		return i >= 0
 	}
 	get := func(v string) bool {
-		_, created := sh.get(v, s.hash(v))
+		_, created := sh.get(v, s.hash(v), 0)
 		return created
 	}
 	get("x")

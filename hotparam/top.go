@@ -7,6 +7,26 @@ import (
 	"time"
 )
 
+// TopValue is one value's counts in the recent window, and what it has left now.
+type TopValue struct {
+	Value   string
+	Passed  uint64
+	Blocked uint64
+	// Remaining is what the value has left at Top's instant, as Status.Remaining: whole
+	// tokens (reject), single requests admitted within the queueing time (throttle), free
+	// slots (concurrency).
+	Remaining int64
+}
+
+// RuleTop lists a rule's busiest values.
+type RuleTop struct {
+	Rule      int
+	Resource  string
+	Param     string
+	ByPassed  []TopValue
+	ByBlocked []TopValue
+}
+
 // Top returns, per rule, the n busiest values by passed and by blocked requests in the recent
 // window: the current and the previous window of the rule (its Duration, at least a second; a
 // second for concurrency rules). Values counted only in older windows are left out. It walks the
@@ -22,8 +42,9 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 		w := uint32(t / rs.window)
 		byPassed := topHeap{passed: true}
 		byBlocked := topHeap{}
-		for j := range rs.store.shards {
-			sh := &rs.store.shards[j]
+		shards := rs.store.current()
+		for j := range shards {
+			sh := &shards[j]
 			sh.mu.Lock()
 			for k := range sh.used {
 				sl := sh.at(int32(k))
@@ -31,11 +52,15 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 					continue
 				}
 				p, b := sl.recent(w)
+				if p == 0 && b == 0 {
+					continue
+				}
+				v := TopValue{Value: sl.key, Passed: p, Blocked: b, Remaining: rs.remaining(sh, int32(k), t)}
 				if p > 0 {
-					byPassed.offer(TopValue{Value: sl.key, Passed: p, Blocked: b}, n)
+					byPassed.offer(v, n)
 				}
 				if b > 0 {
-					byBlocked.offer(TopValue{Value: sl.key, Passed: p, Blocked: b}, n)
+					byBlocked.offer(v, n)
 				}
 			}
 			sh.mu.Unlock()
@@ -44,6 +69,29 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 		out[i].ByBlocked = byBlocked.sorted()
 	}
 	return out
+}
+
+// remaining is what the value of slot i has left at now, without changing its state. Requires
+// the shard locked.
+func (rs *ruleState) remaining(sh *shard, i int32, now int64) int64 {
+	sl := sh.at(i)
+	s := sl.st
+	lim := rs.limitOf(sl.key, false)
+	switch rs.kind {
+	case kindReject:
+		lim.refill(&s, now)
+		return lim.remaining(&s)
+	case kindThrottle:
+		lim.advance(&s, now)
+		return lim.freeSlots(&s, now, rs.maxQ)
+	}
+	inFlight := int64(0)
+	for _, l := range sh.leases[i] {
+		if l.exp > now {
+			inFlight += l.n
+		}
+	}
+	return max(lim.count-inFlight, 0)
 }
 
 // recent is the passed and blocked counts in window w and the one before.

@@ -24,8 +24,8 @@ func TestTopByPassedAndBlocked(t *testing.T) {
 	if len(top) != 2 || top[0].Rule != 0 || top[0].Resource != "r" || top[0].Param != "p" {
 		t.Fatalf("top %+v", top)
 	}
-	wantPassed := []TopValue{{"b", 4, 1}, {"a", 2, 3}}
-	wantBlocked := []TopValue{{"a", 2, 3}, {"d", 2, 2}}
+	wantPassed := []TopValue{{"b", 4, 1, 0}, {"a", 2, 3, 2}}
+	wantBlocked := []TopValue{{"a", 2, 3, 2}, {"d", 2, 2, 0}}
 	if !slices.Equal(top[0].ByPassed, wantPassed) {
 		t.Errorf("by passed %+v, want %+v", top[0].ByPassed, wantPassed)
 	}
@@ -34,12 +34,12 @@ func TestTopByPassedAndBlocked(t *testing.T) {
 	}
 	// the concurrency rule counts the calls that passed (a call blocked by the other rule did not);
 	// a tie goes to the smaller value.
-	if got := top[1].ByPassed; !slices.Equal(got, []TopValue{{"b", 4, 0}, {"a", 2, 0}}) {
+	if got := top[1].ByPassed; !slices.Equal(got, []TopValue{{"b", 4, 0, 96}, {"a", 2, 0, 98}}) {
 		t.Errorf("concurrency top %+v", got)
 	}
 	// two windows later, the first window's counts are gone; the second's remain.
 	top = l.Top(at(2*time.Second), 10)
-	want := []TopValue{{"b", 2, 1}, {"d", 2, 2}}
+	want := []TopValue{{"b", 2, 1, 2}, {"d", 2, 2, 2}}
 	if !slices.Equal(top[0].ByPassed, want) {
 		t.Errorf("a window later: %+v, want %+v", top[0].ByPassed, want)
 	}
@@ -48,5 +48,17 @@ func TestTopByPassedAndBlocked(t *testing.T) {
 	}
 	if top = l.Top(at(time.Second), 0); top[0].ByPassed != nil {
 		t.Errorf("n = 0 listed values")
+	}
+}
+
+func TestTopRemainingOfThrottle(t *testing.T) {
+	l := mustNew(t, throttle(10, time.Second, time.Second))
+	for range 3 {
+		check(l, t0, one("v", 1))
+	}
+	// slots 0, 100ms and 200ms taken: within a second of queueing, 300ms..1s are free
+	top := l.Top(t0, 1)
+	if got := top[0].ByPassed; len(got) != 1 || got[0].Remaining != 8 {
+		t.Fatalf("throttle top %+v, want 8 remaining", got)
 	}
 }

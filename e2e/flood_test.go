@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// floodRules limit each item to 3 an hour, tracking at most 1,000 items.
+const floodRules = `
+authority:
+  - resource: "GET:/items"
+    strategy: white
+    origins: [web]
+param_flow:
+  - resource: "GET:/items"
+    param: item_id
+    grade: qps
+    count: 3
+    duration: 1h
+    capacity: 1000
+`
+
+// withValue is rr with every descriptor entry of value from replaced by to.
+func withValue(rr *rlsv3.RateLimitRequest, from, to string) *rlsv3.RateLimitRequest {
+	out := proto.Clone(rr).(*rlsv3.RateLimitRequest)
+	for _, d := range out.GetDescriptors() {
+		for _, e := range d.GetEntries() {
+			if e.GetValue() == from {
+				e.Value = to
+			}
+		}
+	}
+	return out
+}
+
+// evictions sums extauthz_hotparam_evictions_total on /metrics.
+func evictions(t *testing.T, s *service) float64 {
+	t.Helper()
+	resp, err := http.Get(s.adminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "extauthz_hotparam_evictions_total") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestFloodCannotResetALimitedValue is issue 8's second case through the binary: with a
+// capacity of 1,000, an item limited to 3 an hour is asked every 200ms for 5s while other
+// clients send new items as fast as they can. Evicting the depleted item must not hand it a
+// new allowance: at most 3 of its 25 requests pass.
+func TestFloodCannotResetALimitedValue(t *testing.T) {
+	s := newService(t, []byte(floodRules))
+	hot := limitRequest(t, itemReq("hot-item"), false)
+	template := limitRequest(t, itemReq("FLOOD"), false)
+	const flooders = 8
+	floods := make([][]*rlsv3.RateLimitRequest, flooders)
+	for i := range floods {
+		for j := range 4096 {
+			floods[i] = append(floods[i], withValue(template, "FLOOD", "f-"+strconv.Itoa(i)+"-"+strconv.Itoa(j)))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for i := range flooders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ctx.Err() == nil; j++ {
+				// a value comes back only after 4,096 others: as good as new for the store
+				if _, err := s.rls.ShouldRateLimit(ctx, floods[i][j%len(floods[i])]); err == nil {
+					sent.Add(1)
+				}
+			}
+		}()
+	}
+	admitted := 0
+	tick := time.NewTicker(200 * time.Millisecond)
+	for range 25 {
+		<-tick.C
+		if s.limit(t, hot).GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	tick.Stop()
+	cancel()
+	wg.Wait()
+	ev := evictions(t, s)
+	t.Logf("flood: %d requests of new items in 5s, %.0f evictions; the limited item: %d of 25 admitted", sent.Load(), ev, admitted)
+	if ev < 10_000 {
+		t.Fatalf("only %.0f evictions: the flood did not press the store", ev)
+	}
+	if admitted > 3 {
+		t.Fatalf("%d of 25 requests of an item limited to 3 an hour admitted under a flood, want at most 3", admitted)
+	}
+}

@@ -1,0 +1,119 @@
+package hotparam
+
+import "time"
+
+// Sweep shrinks the state of idle values: it forgets each value whose state is back to the
+// default (a full bucket, no throttle slot ahead, nothing in flight, no refund record) and that
+// was not asked for in its rule's current or previous Top window, frees the memory of shards
+// left empty, and drops the shards of a rule that tracks nothing any more (a rule then costs
+// what it did before its first value). Nothing it forgets changes a decision. It returns the
+// number of values forgotten.
+//
+// The service calls it periodically, e.g. every minute; it takes each shard's lock in turn,
+// holding it for one pass over that shard's values.
+func (l *Limiter) Sweep(now time.Time) int {
+	t := now.UnixNano()
+	n := 0
+	for _, rs := range l.compiled {
+		shards := rs.store.current()
+		if shards == nil {
+			continue
+		}
+		for j := range shards {
+			sh := &shards[j]
+			sh.mu.Lock()
+			if !sh.dead {
+				n += sh.sweep(rs, t)
+			}
+			sh.mu.Unlock()
+		}
+		rs.store.dropIfEmpty()
+	}
+	return n
+}
+
+// sweep forgets the idle values of the shard (see Sweep) and frees its memory when it is
+// left empty. Requires mu held.
+func (sh *shard) sweep(rs *ruleState, now int64) int {
+	w := uint32(now / rs.window)
+	n := 0
+	for k := range sh.used {
+		i := int32(k)
+		sl := sh.at(i)
+		if sl.where == inFree || sl.pinned {
+			continue
+		}
+		switch {
+		case rs.kind == kindConcurrency:
+			sh.prune(i, now)
+		default: // refund records, also those of a rule reloaded without refund
+			sh.expire(i, now)
+		}
+		if len(sh.leases[i]) > 0 {
+			continue
+		}
+		if p, b := sl.recent(w); p+b > 0 {
+			continue
+		}
+		if v := rs.backAt(sh, i); rs.kind != kindConcurrency && v > uint64(max(now, 0)) {
+			continue
+		}
+		sh.remove(i)
+		n++
+	}
+	if sh.depleted != nil && sh.depleted.stale(now, rs.kind == kindConcurrency) {
+		sh.depleted = nil
+	}
+	if sh.size == 0 {
+		sh.pages, sh.used, sh.freeHead = nil, 0, -1
+		sh.index = index{}
+		sh.ghost = nil
+		sh.leases = nil
+		sh.small = queue{head: -1, tail: -1}
+		sh.main = queue{head: -1, tail: -1}
+	}
+	return n
+}
+
+// stale reports whether every cell of the sketch is in the past: it constrains no value.
+func (k *sketch) stale(now int64, conc bool) bool {
+	for _, c := range k.cells {
+		if conc {
+			if exp, _ := unpackConc(c); int64(exp) > now/int64(time.Second) {
+				return false
+			}
+		} else if c > uint64(max(now, 0)) {
+			return false
+		}
+	}
+	return true
+}
+
+// dropIfEmpty drops the shards of a store that tracks no value and keeps no sketch; a Check
+// that locked one of them meanwhile finds it dead and takes the new ones.
+func (s *store) dropIfEmpty() {
+	if s.size.Load() != 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards := s.current()
+	for i := range shards {
+		shards[i].mu.Lock()
+	}
+	empty := true
+	for i := range shards {
+		if sh := &shards[i]; sh.size != 0 || sh.depleted != nil || sh.pages != nil {
+			empty = false
+		}
+	}
+	if empty && shards != nil {
+		for i := range shards {
+			shards[i].dead = true
+		}
+		s.shards.Store(nil)
+	}
+	for i := range shards {
+		shards[i].mu.Unlock()
+	}
+}
