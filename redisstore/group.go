@@ -17,6 +17,7 @@ type group struct {
 	keys []string // distinct keys, KEYS of the script
 	ops  []int    // indices into the ops of Eval
 	kidx []int    // per op of the group: its key's index in keys, 1-based
+	lidx []int    // per op: the index of its refund lease record's key, 1-based; 0 for none
 	args []string
 	out  []int64
 	ok   bool // every non-shadow op of the group passed: the group consumed
@@ -43,32 +44,38 @@ func (s *Store) group(ops []hotparam.RemoteOp) []group {
 			groups = append(groups, group{slot: sl})
 			g = len(groups) - 1
 		}
-		groups[g].add(i, k)
+		groups[g].add(i, k, refundKey(s.cfg.Prefix, &ops[i]))
 	}
 	return groups
 }
 
-func (g *group) add(op int, k string) {
-	ki := -1
+// add adds op, whose state is at key k and whose refund lease record is at key lk ("" for none).
+func (g *group) add(op int, k, lk string) {
+	g.ops = append(g.ops, op)
+	g.kidx = append(g.kidx, g.keyIndex(k))
+	li := 0
+	if lk != "" {
+		li = g.keyIndex(lk)
+	}
+	g.lidx = append(g.lidx, li)
+}
+
+// keyIndex returns the 1-based index of k in keys, adding it when missing.
+func (g *group) keyIndex(k string) int {
 	for j, have := range g.keys {
 		if have == k {
-			ki = j
-			break
+			return j + 1
 		}
 	}
-	if ki < 0 {
-		g.keys = append(g.keys, k)
-		ki = len(g.keys) - 1
-	}
-	g.ops = append(g.ops, op)
-	g.kidx = append(g.kidx, ki+1)
+	g.keys = append(g.keys, k)
+	return len(g.keys)
 }
 
 func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
 	args := make([]string, 0, 3+opFields*len(g.ops))
 	args = append(args, now, nonce, strconv.Itoa(len(g.ops)))
 	for j, i := range g.ops {
-		args = appendOp(args, &ops[i], g.kidx[j])
+		args = appendOp(args, &ops[i], g.kidx[j], g.lidx[j])
 	}
 	return args
 }

@@ -49,6 +49,27 @@ func key(prefix string, op *hotparam.RemoteOp) string {
 	return b.String()
 }
 
+// refundKey returns the key of the record of what an op's lease consumed, for the refunds of a
+// Refund rule that is not a concurrency rule: prefix:{tag}:ruleID:r:leaseName, in the slot of
+// the op's state. It is "" when the op has no such record (no Refund, no LeaseID, or concurrency,
+// whose leases are the members of its state).
+func refundKey(prefix string, op *hotparam.RemoteOp) string {
+	if !op.Refund || op.Grade == hotparam.Concurrency || op.LeaseID == "" {
+		return ""
+	}
+	t, n := tag(op.Value), leaseName(op)
+	var b strings.Builder
+	b.Grow(len(prefix) + len(t) + len(op.RuleID) + len(n) + 9)
+	b.WriteString(prefix)
+	b.WriteString(":{")
+	b.WriteString(t)
+	b.WriteString("}:")
+	b.WriteString(op.RuleID)
+	b.WriteString(":r:")
+	b.WriteString(n)
+	return b.String()
+}
+
 // slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash tag, or of the
 // whole key when it has no non-empty tag, modulo 16384.
 func slot(key string) uint16 {

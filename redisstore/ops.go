@@ -34,7 +34,7 @@ const (
 )
 
 // opFields is the number of script arguments per op.
-const opFields = 11
+const opFields = 12
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
 // microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
@@ -105,9 +105,10 @@ func hitsOf(op hotparam.RemoteOp) int64 {
 	return op.Hits
 }
 
-// appendOp appends the script arguments of op, whose key is KEYS[k]. Hits above what could ever
-// pass are cut to capacity+1: the answer is the same and the numbers stay small.
-func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
+// appendOp appends the script arguments of op, whose key is KEYS[k] and whose refund lease
+// record is KEYS[lk] (lk 0: none). Hits above what could ever pass are cut to capacity+1: the
+// answer is the same and the numbers stay small.
+func appendOp(args []string, op *hotparam.RemoteOp, k, lk int) []string {
 	hits := hitsOf(*op)
 	lease := op.Lease
 	if lease <= 0 {
@@ -134,6 +135,10 @@ func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
 		flags |= flagShadow
 	}
 	rate, d := reduce(op.Count, op.Duration)
+	id := ""
+	if op.Grade == hotparam.Concurrency {
+		id = leaseName(op)
+	}
 	return append(args,
 		strconv.Itoa(k),
 		kind(op),
@@ -145,17 +150,18 @@ func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
 		strconv.FormatInt(hits, 10),
 		strconv.Itoa(flags),
 		strconv.FormatInt(rate, 10),
-		leaseName(op),
+		id,
+		strconv.Itoa(lk),
 	)
 }
 
 // maxLeaseID is the longest lease id used as is in a member name; longer ids are hashed.
 const maxLeaseID = 64
 
-// leaseName is the name of a concurrency op's lease in the script: its LeaseID, hashed when long
-// so that a member stays small; "" for ops of other kinds or without an id.
+// leaseName is the name of a concurrency or refund op's lease: its LeaseID, hashed when long so
+// that a member or key stays small; "" for other ops or without an id.
 func leaseName(op *hotparam.RemoteOp) string {
-	if op.Grade != hotparam.Concurrency || op.LeaseID == "" {
+	if (op.Grade != hotparam.Concurrency && !op.Refund) || op.LeaseID == "" {
 		return ""
 	}
 	if len(op.LeaseID) <= maxLeaseID {

@@ -3,18 +3,25 @@
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME
 -- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds
 -- ARGV[3]  number of ops
--- then 11 fields per op:
+-- then 12 fields per op:
 --   key index (1-based into KEYS), kind (b bucket | t throttle | c concurrency),
 --   count, burst, duration (us), max wait (ns), lease (us), hits,
 --   flags (1 release, 2 refund, 4 shadow, 8 undo: give back what this nonce's call took),
 --   rate (count and duration are reduced by their greatest common divisor: rate/duration is
 --   count per duration in lowest terms),
---   lease id ("" for none)
+--   lease id (concurrency; "" for none),
+--   refund record key index (1-based into KEYS; 0 for none)
 --
 -- A concurrency value is a sorted set of leases scored by their expiry (us). A lease with an id
 -- is held by members "=id:1" .. "=id:hits"; one without, by "nonce:op:1" .. "nonce:op:hits". A
 -- release with an id removes that id's members (the highest numbers first), and nothing when
 -- the id holds none; a release without an id removes the newest leases (highest expiry).
+--
+-- A refund (a release of a Refund rule's bucket or throttle) gives back at most what the
+-- acquisition of the same lease id consumed for that value, and nothing without a lease id: an
+-- acquisition that consumed (the call passed) adds its hits to its lease's record, a string
+-- "hits end" expiring at end, a lease after; a release takes from it what it gives back. An undo (flag 8) gives
+-- back its hits and takes them from the record.
 --
 -- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
 -- full again, a schedule is past, the last lease ends.
@@ -58,13 +65,13 @@ local n = tonumber(ARGV[3])
 
 local ops = {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 11
+  local b = 3 + (i - 1) * 12
   local f = tonumber(ARGV[b + 9])
   ops[i] = {
     k = tonumber(ARGV[b + 1]), kind = ARGV[b + 2],
     count = tonumber(ARGV[b + 3]), burst = tonumber(ARGV[b + 4]), dur = tonumber(ARGV[b + 5]),
     maxwait = tonumber(ARGV[b + 6]), lease = tonumber(ARGV[b + 7]), hits = tonumber(ARGV[b + 8]),
-    rate = tonumber(ARGV[b + 10]), id = ARGV[b + 11],
+    rate = tonumber(ARGV[b + 10]), id = ARGV[b + 11], lk = tonumber(ARGV[b + 12]),
     release = f % 2 == 1, refund = math.floor(f / 2) % 2 == 1, shadow = math.floor(f / 4) % 2 == 1,
     undo = math.floor(f / 8) % 2 == 1,
   }
@@ -109,6 +116,34 @@ local function copy(s)
   return c
 end
 
+-- record returns what the lease whose record is KEYS[lk] consumed and has not been given back: 0
+-- when the record is missing or its lease is over. A record is "hits end" (end in us).
+local function record(lk)
+  local v = redis.call('GET', KEYS[lk])
+  if not v then return 0 end
+  local h, e = string.match(v, '^(%d+) (%d+)$')
+  if not h or tonumber(e) <= now then return 0 end
+  return tonumber(h), tonumber(e)
+end
+
+-- refundable returns how many of a refund's hits may be given back, and takes them from the
+-- lease's record: an undo gives back all its hits.
+local function refundable(op)
+  local give = op.hits
+  if op.lk == 0 then
+    if op.undo then return give end
+    return 0
+  end
+  local had, e = record(op.lk)
+  if not op.undo then give = math.min(give, had) end
+  if had - give > 0 then
+    redis.call('SET', KEYS[op.lk], string.format('%d %d', had - give, e), 'KEEPTTL')
+  elseif had > 0 then
+    redis.call('DEL', KEYS[op.lk])
+  end
+  return give
+end
+
 -- Bucket: x = tokens*dur, y = time of x. A missing bucket is full.
 local function refill(s, op)
   local cap = (op.count + op.burst) * op.dur
@@ -133,8 +168,11 @@ local function bucket(s, op, r)
   local cap = refill(s, op)
   if op.release then
     if op.refund then
-      s.x = math.min(cap, s.x + op.hits * op.dur)
-      s.dirty = true
+      local give = refundable(op)
+      if give > 0 then
+        s.x = math.min(cap, s.x + give * op.dur)
+        s.dirty = true
+      end
     end
   elseif op.hits * op.dur > cap then
     r.allowed = 0
@@ -166,7 +204,10 @@ local function throttle(s, op, r)
   end
   local q, m = idiv(op.hits * op.dur, op.rate)
   if op.release then
-    if op.refund then
+    local give = 0
+    if op.refund then give = refundable(op) end
+    if give > 0 then
+      q, m = idiv(give * op.dur, op.rate)
       local x, y = s.x - q, s.y - m
       if y < 0 then x, y = x - 1, y + op.rate end
       if x < now then x, y = now, 0 end
@@ -326,6 +367,18 @@ for k, s in pairs(base) do
   local w = work[k]
   if ok == 1 and w then s = w end
   write(KEYS[k], s)
+end
+
+-- what the refundable acquisitions of a call that passed consumed, by lease
+if ok == 1 then
+  for i = 1, n do
+    local op = ops[i]
+    if op.lk > 0 and not op.release and res[i].allowed == 1 and op.count > 0 then
+      local had = record(op.lk)
+      local e = now + op.lease
+      redis.call('SET', KEYS[op.lk], string.format('%d %d', had + op.hits, e), 'PXAT', string.format('%d', cdiv(e, 1000)))
+    end
+  end
 end
 
 local out = {ok}
