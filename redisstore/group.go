@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -72,10 +71,10 @@ func (g *group) keyIndex(k string) int {
 }
 
 func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
-	args := make([]string, 0, 3+opFields*len(g.ops))
-	args = append(args, now, nonce, strconv.Itoa(len(g.ops)))
+	args := make([]string, 0, 2+len(g.ops))
+	args = append(args, now, nonce)
 	for j, i := range g.ops {
-		args = appendOp(args, &ops[i], g.kidx[j], g.lidx[j])
+		args = append(args, opArg(&ops[i], g.kidx[j], g.lidx[j], false, hitsOf(ops[i])))
 	}
 	return args
 }
@@ -154,11 +153,11 @@ func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		}
 		args := append([]string(nil), g.args...)
 		for j, i := range g.ops {
-			f := 3 + j*opFields
-			args[f+8] = strconv.Itoa(flagRelease | flagRefund | flagUndo)
+			hits := hitsOf(ops[i])
 			if ops[i].Release || !res[i].Allowed {
-				args[f+7] = "0" // consumed nothing
+				hits = 0 // consumed nothing
 			}
+			args[2+j] = opArg(&ops[i], g.kidx[j], g.lidx[j], true, hits)
 		}
 		cmds = append(cmds, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(args...).Build())
 	}

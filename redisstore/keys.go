@@ -21,15 +21,17 @@ func tag(value string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
-// kind is the letter naming an op's state type in the script and in its key.
+// kind is the letter naming an op's state type in its key: c concurrency (a sorted set), B
+// bucket and T throttle (packed numbers; the lower-case letters named the text layout of earlier
+// versions, which this one neither reads nor overwrites).
 func kind(op *hotparam.RemoteOp) string {
 	switch {
 	case op.Grade == hotparam.Concurrency:
 		return "c"
 	case op.Behavior == hotparam.Throttle:
-		return "t"
+		return "T"
 	default:
-		return "b"
+		return "B"
 	}
 }
 

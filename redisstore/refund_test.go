@@ -1,8 +1,9 @@
 package redisstore
 
 import (
+	"encoding/binary"
+	"math"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -129,8 +130,10 @@ func TestRefundRecordKeys(t *testing.T) {
 		LeaseID: "lease-1", Lease: 30 * time.Second, Hits: 2}
 	k := refundKey(DefaultPrefix, &op)
 	eval(t, s, op)
-	if got := srv.CLI("GET", k); !strings.HasPrefix(got, "2 ") {
-		t.Errorf("record of 2 hits: GET got %q", got)
+	c := s.client.Load().c
+	v, err := c.Do(t.Context(), c.B().Get().Key(k).Build()).ToString()
+	if err != nil || len(v) != 16 || math.Float64frombits(binary.LittleEndian.Uint64([]byte(v))) != 2 {
+		t.Errorf("record of 2 hits: GET got %q, %v", v, err)
 	}
 	if pttl, _ := strconv.Atoi(srv.CLI("PTTL", k)); pttl <= 29000 || pttl > 30001 {
 		t.Errorf("record PTTL: got %d, want 30000 (the lease) or a little less", pttl)
