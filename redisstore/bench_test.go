@@ -72,12 +72,14 @@ func BenchmarkClient(b *testing.B) {
 		call call
 	}{
 		{"rueidis", func(ctx context.Context, i int) error {
-			g := s.group(benchOps(i))[0]
+			ops := benchOps(i)
+			g := s.group(ops, s.keys(ops))[0]
 			args := g.encode(benchOps(i), "", "n"+strconv.Itoa(i))
 			return rc.Do(ctx, rc.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(args...).Build()).Error()
 		}},
 		{"go-redis", func(ctx context.Context, i int) error {
-			g := s.group(benchOps(i))[0]
+			ops := benchOps(i)
+			g := s.group(ops, s.keys(ops))[0]
 			args := g.encode(benchOps(i), "", "n"+strconv.Itoa(i))
 			a := make([]any, len(args))
 			for j, v := range args {

@@ -47,6 +47,16 @@
 // tokens, schedule and leases back. Between the two calls a concurrent request may see the
 // consumed state, and a compensation that fails is lost (the tokens refill, the leases expire).
 //
+// # Refusals without Redis
+//
+// When Redis refuses a value, the replica keeps the refusal (Config.BlockedCache entries, 10000
+// by default) until the instant Redis said the request may pass, and answers the same request
+// (bucket: one hit; throttle: the same or a shorter max wait) with the same refusal without a
+// call, even while the breaker is open; Stats.CacheHits counts them. The cache never admits:
+// every admission comes from Redis, so admissions stay exact. It can only refuse what Redis
+// would have admitted, when tokens come back in a way this replica does not see before the entry
+// ends: a refund on another replica, or a key deleted by hand. See blocked for the details.
+//
 // # Failures
 //
 // Every Eval has Config.Timeout as its deadline. An error means nothing was decided; the caller

@@ -22,12 +22,21 @@ type group struct {
 	ok   bool // every non-shadow op of the group passed: the group consumed
 }
 
-// group splits ops into slot groups: one group in standalone mode.
-func (s *Store) group(ops []hotparam.RemoteOp) []group {
+// keys returns the state key of each op.
+func (s *Store) keys(ops []hotparam.RemoteOp) []string {
+	keys := make([]string, len(ops))
+	for i := range ops {
+		keys[i] = key(s.cfg.Prefix, &ops[i])
+	}
+	return keys
+}
+
+// group splits ops, whose state keys are keys, into slot groups: one group in standalone mode.
+func (s *Store) group(ops []hotparam.RemoteOp, keys []string) []group {
 	cluster := s.cfg.Mode == ModeCluster
 	groups := make([]group, 0, 1)
 	for i := range ops {
-		k := key(s.cfg.Prefix, &ops[i])
+		k := keys[i]
 		var sl uint16
 		if cluster {
 			sl = slot(k)

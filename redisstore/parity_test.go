@@ -207,6 +207,9 @@ func TestParityWithLocal(t *testing.T) {
 	if allowed == 0 || allowed == len(parityCalls) {
 		t.Errorf("%d of %d calls allowed: the table does not exercise both outcomes", allowed, len(parityCalls))
 	}
+	if st := s.Stats(); st.CacheHits == 0 {
+		t.Error("no call answered from the cache of blocked values: the table does not exercise it")
+	}
 	if st := s.Stats(); st.Errors != 0 || fallbacks != 0 {
 		t.Errorf("Redis errors %d, fallbacks %d (last error %v): want none", st.Errors, fallbacks, st.LastError)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ type Stats struct {
 	BreakerOpen   bool
 	BreakerOpens  uint64 // times the breaker opened
 	Probes        uint64 // background probes sent
+	// CacheHits counts the Eval calls refused from the cache of blocked values, without Redis;
+	// Cached is the number of values that cache holds now.
+	CacheHits uint64
+	Cached    int
 	// LastError is the error of the last call, probe or connection attempt; nil if it succeeded.
 	LastError error
 }
@@ -66,6 +71,9 @@ type Store struct {
 	mu     sync.Mutex // serialises connecting
 	client atomic.Pointer[clientBox]
 	closed atomic.Bool
+
+	blk       *blocked // nil when Config.BlockedCache is negative
+	cacheHits atomic.Uint64
 
 	br                                    breaker
 	calls, errs, shorts, trips, undos, pr atomic.Uint64
@@ -93,7 +101,7 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	sum := sha1.Sum([]byte(scriptSource))
-	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt}
+	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache)}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if err := s.connect(); err != nil {
 		s.setErr(err)
@@ -129,6 +137,8 @@ func (s *Store) Stats() Stats {
 		BreakerOpens:  s.br.opens.Load(),
 		Probes:        s.pr.Load(),
 		LastError:     lastErr,
+		CacheHits:     s.cacheHits.Load(),
+		Cached:        s.blk.len(),
 	}
 }
 
@@ -218,6 +228,11 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 			return err
 		}
 	}
+	keys := s.keys(ops)
+	start := s.localNow()
+	if s.blk != nil && s.refuseCached(ops, keys, res, start) {
+		return nil
+	}
 	b := s.client.Load()
 	if b == nil || !s.br.allow() {
 		s.shorts.Add(1)
@@ -227,9 +242,12 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	start := time.Now()
-	err := s.eval(ctx, b.c, ops, res)
-	lat := time.Since(start)
+	t := time.Now()
+	err := s.eval(ctx, b.c, ops, keys, res)
+	lat := time.Since(t)
+	if err == nil && s.blk != nil {
+		s.remember(ops, keys, res, start)
+	}
 	s.calls.Add(1)
 	s.latency.Add(int64(lat))
 	s.setErr(err)
@@ -252,6 +270,54 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	return err
 }
 
+// refuseCached answers a call from the cache of blocked values, and reports whether it did. It
+// does when the call's first op is in the cache and the call holds no release (which must apply:
+// a refund drops its value from the cache, since it may give tokens back) and no shadow op
+// (whose outcome is reported). The first op is the one the caller reports as blocking when
+// several would; the call's other ops are not checked and are reported full.
+func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, now time.Time) bool {
+	skip := false
+	for i := range ops {
+		if ops[i].Release && ops[i].Refund {
+			s.blk.drop(keys[i])
+		}
+		skip = skip || ops[i].Release || ops[i].Shadow
+	}
+	if skip || !cacheable(&ops[0]) {
+		return false
+	}
+	r, ok := s.blk.lookup(keys[0], &ops[0], now)
+	if !ok {
+		return false
+	}
+	answer(ops, res, r)
+	s.cacheHits.Add(1)
+	return true
+}
+
+// remember keeps the refusals of a call that Redis answered, those that are about the stored
+// state alone: not an op after another of the same key in the call.
+func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, start time.Time) {
+	for i := range ops {
+		if res[i].Allowed || !cacheable(&ops[i]) {
+			continue
+		}
+		if slices.Contains(keys[:i], keys[i]) {
+			continue
+		}
+		s.blk.add(keys[i], &ops[i], &res[i], start)
+	}
+}
+
+// localNow is this replica's clock, for the cache of blocked values: the test clock when set,
+// cut to the microsecond as the script reads it.
+func (s *Store) localNow() time.Time {
+	if s.clock != nil {
+		return s.clock().Truncate(time.Microsecond)
+	}
+	return time.Now()
+}
+
 func (s *Store) now() string {
 	if s.clock == nil {
 		return ""
@@ -259,8 +325,8 @@ func (s *Store) now() string {
 	return strconv.FormatInt(s.clock().UnixMicro(), 10)
 }
 
-func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, res []hotparam.RemoteResult) error {
-	groups := s.group(ops)
+func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult) error {
+	groups := s.group(ops, keys)
 	now := s.now()
 	nonce := strconv.FormatUint(rand.Uint64(), 36)
 	for i := range groups {

@@ -111,6 +111,7 @@ func Default() Config {
 				Prefix:          redisstore.DefaultPrefix,
 				BreakerFailures: redisstore.DefaultBreakerFailures,
 				BreakerCooldown: redisstore.DefaultBreakerCooldown,
+				BlockedCache:    redisstore.DefaultBlockedCache,
 			},
 			Fallback: "local",
 			Replicas: 1,
