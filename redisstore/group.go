@@ -175,5 +175,10 @@ func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 	}
 	s.undos.Add(uint64(len(cmds)))
 	s.trips.Add(uint64(len(cmds)))
-	c.DoMulti(ctx, cmds...)
+	ctx, span := s.start(ctx, "redis EVALSHA undo", attrEvalsha, keyUndo.Bool(true), keyGroups.Int(len(cmds)))
+	var err error
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		err = cmp.Or(err, r.Error())
+	}
+	end(span, err)
 }

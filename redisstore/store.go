@@ -18,6 +18,7 @@ import (
 
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/trace"
 )
 
 //go:embed script.lua
@@ -35,6 +36,12 @@ type Options struct {
 	// Observe, when not nil, is called after every Eval that went to Redis, with its latency
 	// and error (nil on success). It must be fast and safe for concurrent use.
 	Observe func(latency time.Duration, err error)
+	// TracerProvider, when not nil, traces every call to Redis: a client span per Eval that goes
+	// to Redis ("redis EVALSHA", with its ops, slot groups and outcome), per compensation of a
+	// cross-slot call ("redis EVALSHA undo") and per Ping, each a child of the span in the
+	// caller's context. A call refused from the cache of blocked values makes no span; it adds
+	// the event "redis refusal from cache" to the caller's span.
+	TracerProvider trace.TracerProvider
 }
 
 // Stats are the counters of a Store since New.
@@ -72,7 +79,8 @@ type Store struct {
 	client atomic.Pointer[clientBox]
 	closed atomic.Bool
 
-	blk       *blocked // nil when Config.BlockedCache is negative
+	tracer    trace.Tracer // nil when Options.TracerProvider is
+	blk       *blocked     // nil when Config.BlockedCache is negative
 	cacheHits atomic.Uint64
 
 	br                                    breaker
@@ -103,6 +111,9 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	sum := sha1.Sum([]byte(scriptSource))
 	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache)}
 	s.br.threshold = int64(cfg.BreakerFailures)
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	if err := s.connect(); err != nil {
 		s.setErr(err)
 		s.br.trip()
@@ -192,10 +203,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.BreakerCooldown/2))
 	defer cancel()
+	ctx, span := s.start(ctx, "redis PING", attrPing)
 	err := b.c.Do(ctx, b.c.B().Ping().Build()).Error()
 	if err != nil {
 		err = fmt.Errorf("redis store: ping: %w", err)
 	}
+	end(span, err)
 	s.setErr(err)
 	return err
 }
@@ -231,6 +244,9 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	keys := s.keys(ops)
 	start := s.localNow()
 	if s.blk != nil && s.refuseCached(ops, keys, res, start) {
+		if s.tracer != nil {
+			trace.SpanFromContext(ctx).AddEvent("redis refusal from cache", trace.WithAttributes(keyOps.Int(len(ops))))
+		}
 		return nil
 	}
 	b := s.client.Load()
@@ -242,9 +258,14 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
+	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(len(ops)))
 	t := time.Now()
-	err := s.eval(ctx, b.c, ops, keys, res)
+	ok, groups, err := s.eval(ctx, b.c, ops, keys, res)
 	lat := time.Since(t)
+	if s.tracer != nil {
+		span.SetAttributes(keyGroups.Int(groups), keyAllowed.Bool(ok && err == nil))
+	}
+	end(span, err)
 	if err == nil && s.blk != nil {
 		s.remember(ops, keys, res, start)
 	}
@@ -325,7 +346,9 @@ func (s *Store) now() string {
 	return strconv.FormatInt(s.clock().UnixMicro(), 10)
 }
 
-func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult) error {
+// eval runs the call and reports whether every group passed, and the number of groups (script
+// calls, one per slot).
+func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult) (bool, int, error) {
 	groups := s.group(ops, keys)
 	now := s.now()
 	nonce := strconv.FormatUint(rand.Uint64(), 36)
@@ -351,10 +374,7 @@ func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		s.undo(uctx, c, ops, res, groups, now, nonce)
 		cancel()
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return !blocked, len(groups), err
 }
 
 // unavailable reports whether err means Redis could not serve (no answer, or an answer saying it
