@@ -80,7 +80,7 @@ func TestBucket(t *testing.T) {
 		},
 		{
 			name: "refund gives back, never above capacity",
-			op:   hotparam.RemoteOp{RuleID: "r6", Value: "a", Count: 4, Duration: time.Second, Refund: true},
+			op:   hotparam.RemoteOp{RuleID: "r6", Value: "a", Count: 4, Duration: time.Second, Refund: true, LeaseID: "L"},
 			steps: []step{
 				{0, 4, false, ok(0, time.Second, 0, 0)},
 				{0, 3, true, ok(3, 250*ms, 0, 0)},
@@ -105,7 +105,8 @@ func TestBucket(t *testing.T) {
 
 func TestBucketKeyExpiresWhenFull(t *testing.T) {
 	s, srv, clk := newTestStore(t)
-	op := hotparam.RemoteOp{RuleID: "ttl", Value: "v", Count: 5, Duration: 100 * time.Second, Hits: 1, Refund: true}
+	op := hotparam.RemoteOp{RuleID: "ttl", Value: "v", Count: 5, Duration: 100 * time.Second, Hits: 1, Refund: true,
+		LeaseID: "L"}
 	k := key(DefaultPrefix, &op)
 	clk.setReal()
 	eval(t, s, op)

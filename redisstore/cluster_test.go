@@ -88,6 +88,28 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a slot that blocks: the refund lease of the others records nothing", func(t *testing.T) {
+		a := qps("undo-r", "gx", 2)
+		a.Refund, a.LeaseID = true, "P"
+		eval(t, s, a) // one of two taken, so that a refund shows
+		a.LeaseID = "L"
+		b := qps("undo-b", "gy", 0)
+		if res := eval(t, s, a, b); !res[0].Allowed || res[1].Allowed {
+			t.Fatalf("call: got %+v, want a allowed, b blocked", res)
+		}
+		rel := a
+		rel.Release = true
+		eval(t, s, rel) // the call was refused: its release gives nothing back
+		take := a
+		take.LeaseID = "M"
+		if got := eval(t, s, take)[0]; !got.Allowed {
+			t.Fatalf("after the blocked call: got %+v, want its token back", got)
+		}
+		if got := eval(t, s, take)[0]; got.Allowed {
+			t.Errorf("the release of a blocked call's lease gave a token: got %+v", got)
+		}
+	})
+
 	t.Run("a node that fails: the others give back", func(t *testing.T) {
 		// find two values whose keys live on different nodes
 		owner := func(v string) *redistest.Server {

@@ -45,6 +45,9 @@ type Config struct {
 	BreakerFailures int `mapstructure:"breaker_failures"`
 	// BreakerCooldown is the time between two background probes of an open breaker. Default 1s.
 	BreakerCooldown time.Duration `mapstructure:"breaker_cooldown"`
+	// BlockedCache is the most values a replica remembers as refused by Redis until Redis said
+	// they may pass again, refusing them meanwhile without a call. Default 10000; negative: off.
+	BlockedCache int `mapstructure:"blocked_cache"`
 }
 
 // ConfigError reports an invalid Config field.
@@ -109,6 +112,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.BlockedCache == 0 {
+		c.BlockedCache = DefaultBlockedCache
 	}
 	return c
 }

@@ -9,7 +9,10 @@
 // that spaces a value's requests Duration/Count apart and blocks a request whose wait would
 // exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that expire after
 // Lease and that a release frees: the lease its LeaseID names (nothing when that id holds none),
-// else the newest first, never below zero. A call is all or nothing: unless every op that is not
+// else the newest first, never below zero. A release of a Refund rule (bucket or throttle) gives
+// back at most what the acquisition with the same LeaseID consumed for that value: nothing for
+// a refused request (it consumed nothing), nothing without a LeaseID, never twice, and nothing
+// once the rule's Lease has passed since the acquisition. A call is all or nothing: unless every op that is not
 // Shadow passes, nothing is consumed; Release ops never block and always apply.
 //
 // # Time and precision
@@ -24,13 +27,15 @@
 //
 // # Keys and memory
 //
-// A value's state for a rule is at Prefix:{value}:ruleID:kind (kind b bucket, t throttle, c
+// A value's state for a rule is at Prefix:{value}:ruleID:kind (kind B bucket, T throttle, c
 // concurrency; a value that is long, empty, starts with '#' or holds a brace is replaced by a
 // hash of it). The hash tag is the value, so all rules of one value share a Redis Cluster slot.
-// A bucket is a string "units time scale", expiring when it would be full again (a full bucket
+// A bucket is a string of three little-endian doubles (units, time, scale; no parsing), expiring when it would be full again (a full bucket
 // is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
 // sorted set of lease expiries (members named by the lease id, or by the call), expiring with its
-// last lease and deleted when empty. Redis memory is therefore bounded by the values active
+// last lease and deleted when empty. A Refund rule's acquisition with a LeaseID adds a record
+// of what it consumed at Prefix:{value}:ruleID:r:leaseID ("hits end"), expiring with the lease
+// and deleted by the release that gives it all back. Redis memory is therefore bounded by the values active
 // within one duration or lease.
 //
 // # Cluster mode
@@ -41,6 +46,16 @@
 // group blocks or fails while others consumed, Eval sends the others a compensating call that gives the
 // tokens, schedule and leases back. Between the two calls a concurrent request may see the
 // consumed state, and a compensation that fails is lost (the tokens refill, the leases expire).
+//
+// # Refusals without Redis
+//
+// When Redis refuses a value, the replica keeps the refusal (Config.BlockedCache entries, 10000
+// by default) until the instant Redis said the request may pass, and answers the same request
+// (bucket: one hit; throttle: the same or a shorter max wait) with the same refusal without a
+// call, even while the breaker is open; Stats.CacheHits counts them. The cache never admits:
+// every admission comes from Redis, so admissions stay exact. It can only refuse what Redis
+// would have admitted, when tokens come back in a way this replica does not see before the entry
+// ends: a refund on another replica, or a key deleted by hand. See blocked for the details.
 //
 // # Failures
 //
@@ -54,7 +69,19 @@
 //
 // # Requirements
 //
-// Redis 6.2 or newer (scripts replicated by their effects, SET PXAT); tested with 7.0.
+// Redis 7.0 or newer (scripts replicated by their effects, SET PXAT, PEXPIREAT GT); tested with
+// 7.0.
+//
+// # Cost
+//
+// One call is one EVALSHA per slot group, which reads the Redis clock once (TIME), reads each
+// state once (GET, or ZREMRANGEBYSCORE and ZCARD for concurrency) and writes only the states
+// that changed (one SET, or ZADD and PEXPIREAT). Op arguments and states are fixed binary
+// layouts unpacked with struct, not parsed. A call of one bucket acquisition (the commonest:
+// one value, one rule) takes a fast path that makes no table but its reply; BenchmarkRedisCost
+// prints what Redis spends per call. Versions before this one kept buckets and throttles as
+// text under the lower-case kinds b and t: this one neither reads nor overwrites them, so during
+// a rolling upgrade old and new replicas count apart, for at most one Duration.
 //
 // # Tests
 //

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -17,17 +16,27 @@ type group struct {
 	keys []string // distinct keys, KEYS of the script
 	ops  []int    // indices into the ops of Eval
 	kidx []int    // per op of the group: its key's index in keys, 1-based
+	lidx []int    // per op: the index of its refund lease record's key, 1-based; 0 for none
 	args []string
 	out  []int64
 	ok   bool // every non-shadow op of the group passed: the group consumed
 }
 
-// group splits ops into slot groups: one group in standalone mode.
-func (s *Store) group(ops []hotparam.RemoteOp) []group {
+// keys returns the state key of each op.
+func (s *Store) keys(ops []hotparam.RemoteOp) []string {
+	keys := make([]string, len(ops))
+	for i := range ops {
+		keys[i] = key(s.cfg.Prefix, &ops[i])
+	}
+	return keys
+}
+
+// group splits ops, whose state keys are keys, into slot groups: one group in standalone mode.
+func (s *Store) group(ops []hotparam.RemoteOp, keys []string) []group {
 	cluster := s.cfg.Mode == ModeCluster
 	groups := make([]group, 0, 1)
 	for i := range ops {
-		k := key(s.cfg.Prefix, &ops[i])
+		k := keys[i]
 		var sl uint16
 		if cluster {
 			sl = slot(k)
@@ -43,32 +52,38 @@ func (s *Store) group(ops []hotparam.RemoteOp) []group {
 			groups = append(groups, group{slot: sl})
 			g = len(groups) - 1
 		}
-		groups[g].add(i, k)
+		groups[g].add(i, k, refundKey(s.cfg.Prefix, &ops[i]))
 	}
 	return groups
 }
 
-func (g *group) add(op int, k string) {
-	ki := -1
+// add adds op, whose state is at key k and whose refund lease record is at key lk ("" for none).
+func (g *group) add(op int, k, lk string) {
+	g.ops = append(g.ops, op)
+	g.kidx = append(g.kidx, g.keyIndex(k))
+	li := 0
+	if lk != "" {
+		li = g.keyIndex(lk)
+	}
+	g.lidx = append(g.lidx, li)
+}
+
+// keyIndex returns the 1-based index of k in keys, adding it when missing.
+func (g *group) keyIndex(k string) int {
 	for j, have := range g.keys {
 		if have == k {
-			ki = j
-			break
+			return j + 1
 		}
 	}
-	if ki < 0 {
-		g.keys = append(g.keys, k)
-		ki = len(g.keys) - 1
-	}
-	g.ops = append(g.ops, op)
-	g.kidx = append(g.kidx, ki+1)
+	g.keys = append(g.keys, k)
+	return len(g.keys)
 }
 
 func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
-	args := make([]string, 0, 3+opFields*len(g.ops))
-	args = append(args, now, nonce, strconv.Itoa(len(g.ops)))
+	args := make([]string, 0, 2+len(g.ops))
+	args = append(args, now, nonce)
 	for j, i := range g.ops {
-		args = appendOp(args, &ops[i], g.kidx[j])
+		args = append(args, opArg(&ops[i], g.kidx[j], g.lidx[j], false, hitsOf(ops[i])))
 	}
 	return args
 }
@@ -147,11 +162,11 @@ func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		}
 		args := append([]string(nil), g.args...)
 		for j, i := range g.ops {
-			f := 3 + j*opFields
-			args[f+8] = strconv.Itoa(flagRelease | flagRefund | flagUndo)
+			hits := hitsOf(ops[i])
 			if ops[i].Release || !res[i].Allowed {
-				args[f+7] = "0" // consumed nothing
+				hits = 0 // consumed nothing
 			}
+			args[2+j] = opArg(&ops[i], g.kidx[j], g.lidx[j], true, hits)
 		}
 		cmds = append(cmds, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(g.keys))).Key(g.keys...).Arg(args...).Build())
 	}
@@ -160,5 +175,10 @@ func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 	}
 	s.undos.Add(uint64(len(cmds)))
 	s.trips.Add(uint64(len(cmds)))
-	c.DoMulti(ctx, cmds...)
+	ctx, span := s.start(ctx, "redis EVALSHA undo", attrEvalsha, keyUndo.Bool(true), keyGroups.Int(len(cmds)))
+	var err error
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		err = cmp.Or(err, r.Error())
+	}
+	end(span, err)
 }

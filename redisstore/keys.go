@@ -21,15 +21,17 @@ func tag(value string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
-// kind is the letter naming an op's state type in the script and in its key.
+// kind is the letter naming an op's state type in its key: c concurrency (a sorted set), B
+// bucket and T throttle (packed numbers; the lower-case letters named the text layout of earlier
+// versions, which this one neither reads nor overwrites).
 func kind(op *hotparam.RemoteOp) string {
 	switch {
 	case op.Grade == hotparam.Concurrency:
 		return "c"
 	case op.Behavior == hotparam.Throttle:
-		return "t"
+		return "T"
 	default:
-		return "b"
+		return "B"
 	}
 }
 
@@ -46,6 +48,27 @@ func key(prefix string, op *hotparam.RemoteOp) string {
 	b.WriteString(op.RuleID)
 	b.WriteByte(':')
 	b.WriteString(kind(op))
+	return b.String()
+}
+
+// refundKey returns the key of the record of what an op's lease consumed, for the refunds of a
+// Refund rule that is not a concurrency rule: prefix:{tag}:ruleID:r:leaseName, in the slot of
+// the op's state. It is "" when the op has no such record (no Refund, no LeaseID, or concurrency,
+// whose leases are the members of its state).
+func refundKey(prefix string, op *hotparam.RemoteOp) string {
+	if !op.Refund || op.Grade == hotparam.Concurrency || op.LeaseID == "" {
+		return ""
+	}
+	t, n := tag(op.Value), leaseName(op)
+	var b strings.Builder
+	b.Grow(len(prefix) + len(t) + len(op.RuleID) + len(n) + 9)
+	b.WriteString(prefix)
+	b.WriteString(":{")
+	b.WriteString(t)
+	b.WriteString("}:")
+	b.WriteString(op.RuleID)
+	b.WriteString(":r:")
+	b.WriteString(n)
 	return b.String()
 }
 

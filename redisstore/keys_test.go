@@ -37,13 +37,13 @@ func TestKey(t *testing.T) {
 		op   hotparam.RemoteOp
 		want string
 	}{
-		{hotparam.RemoteOp{RuleID: "r1", Value: "item-42"}, "p:{item-42}:r1:b"},
-		{hotparam.RemoteOp{RuleID: "r1", Value: "item-42", Behavior: hotparam.Throttle}, "p:{item-42}:r1:t"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: "item-42"}, "p:{item-42}:r1:B"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: "item-42", Behavior: hotparam.Throttle}, "p:{item-42}:r1:T"},
 		{hotparam.RemoteOp{RuleID: "r1", Value: "item-42", Grade: hotparam.Concurrency}, "p:{item-42}:r1:c"},
-		{hotparam.RemoteOp{RuleID: "r1", Value: "a}b"}, "p:{#" + hashHex("a}b") + "}:r1:b"},
-		{hotparam.RemoteOp{RuleID: "r1", Value: ""}, "p:{#" + hashHex("") + "}:r1:b"},
-		{hotparam.RemoteOp{RuleID: "r1", Value: "#x"}, "p:{#" + hashHex("#x") + "}:r1:b"},
-		{hotparam.RemoteOp{RuleID: "r1", Value: long}, "p:{#" + hashHex(long) + "}:r1:b"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: "a}b"}, "p:{#" + hashHex("a}b") + "}:r1:B"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: ""}, "p:{#" + hashHex("") + "}:r1:B"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: "#x"}, "p:{#" + hashHex("#x") + "}:r1:B"},
+		{hotparam.RemoteOp{RuleID: "r1", Value: long}, "p:{#" + hashHex(long) + "}:r1:B"},
 	}
 	for _, tt := range tests {
 		if got := key("p", &tt.op); got != tt.want {

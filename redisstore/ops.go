@@ -2,10 +2,11 @@ package redisstore
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -25,16 +26,15 @@ const (
 // compute with exactly.
 var ErrOutOfRange = errors.New("out of the store's exact range")
 
-// Flags of an op in the script's arguments.
-const (
-	flagRelease = 1
-	flagRefund  = 2
-	flagShadow  = 4
-	flagUndo    = 8
-)
+// opNumbers is the number of doubles that start an op's script argument.
+const opNumbers = 14
 
-// opFields is the number of script arguments per op.
-const opFields = 11
+// Kinds of state in the script's arguments.
+const (
+	kindBucket      = 1
+	kindThrottle    = 2
+	kindConcurrency = 3
+)
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
 // microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
@@ -105,57 +105,59 @@ func hitsOf(op hotparam.RemoteOp) int64 {
 	return op.Hits
 }
 
-// appendOp appends the script arguments of op, whose key is KEYS[k]. Hits above what could ever
-// pass are cut to capacity+1: the answer is the same and the numbers stay small.
-func appendOp(args []string, op *hotparam.RemoteOp, k int) []string {
-	hits := hitsOf(*op)
+// opArg is the script argument of op, whose key is KEYS[k] and whose refund lease record is
+// KEYS[lk] (lk 0: none): opNumbers little-endian doubles, then the lease id (concurrency). Hits
+// above what could ever pass are cut to capacity+1: the answer is the same and the numbers stay
+// small. An undo gives back hits (0: nothing to give back).
+func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	lease := op.Lease
 	if lease <= 0 {
 		lease = hotparam.DefaultLease
 	}
-	wait := op.MaxWait
-	if wait < 0 {
-		wait = 0
-	}
+	wait := max(op.MaxWait, 0)
+	var kind int64 = kindBucket
 	switch {
 	case op.Grade == hotparam.Concurrency:
+		kind = kindConcurrency
 		hits = min(hits, op.Count+1)
-	case op.Behavior == hotparam.Reject:
+	case op.Behavior == hotparam.Throttle:
+		kind = kindThrottle
+	default:
 		hits = min(hits, op.Count+op.Burst+1)
 	}
-	flags := 0
-	if op.Release {
-		flags |= flagRelease
-	}
-	if op.Refund {
-		flags |= flagRefund
-	}
-	if op.Shadow {
-		flags |= flagShadow
+	id := ""
+	if kind == kindConcurrency {
+		id = leaseName(op)
 	}
 	rate, d := reduce(op.Count, op.Duration)
-	return append(args,
-		strconv.Itoa(k),
-		kind(op),
-		strconv.FormatInt(op.Count, 10),
-		strconv.FormatInt(op.Burst, 10),
-		strconv.FormatInt(d, 10),
-		strconv.FormatInt(int64(wait), 10),
-		strconv.FormatInt(lease.Microseconds(), 10),
-		strconv.FormatInt(hits, 10),
-		strconv.Itoa(flags),
-		strconv.FormatInt(rate, 10),
-		leaseName(op),
-	)
+	release, refund := op.Release, op.Refund
+	if undo {
+		release, refund = true, true
+	}
+	b := make([]byte, 0, 8*opNumbers+len(id))
+	for _, v := range [opNumbers]int64{
+		int64(k), kind, op.Count, op.Count + op.Burst, d, rate, int64(wait), lease.Microseconds(), hits,
+		flag(release), flag(refund), flag(op.Shadow), flag(undo), int64(lk),
+	} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+	}
+	return string(append(b, id...))
+}
+
+func flag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // maxLeaseID is the longest lease id used as is in a member name; longer ids are hashed.
 const maxLeaseID = 64
 
-// leaseName is the name of a concurrency op's lease in the script: its LeaseID, hashed when long
-// so that a member stays small; "" for ops of other kinds or without an id.
+// leaseName is the name of a concurrency or refund op's lease: its LeaseID, hashed when long so
+// that a member or key stays small; "" for other ops or without an id.
 func leaseName(op *hotparam.RemoteOp) string {
-	if op.Grade != hotparam.Concurrency || op.LeaseID == "" {
+	if (op.Grade != hotparam.Concurrency && !op.Refund) || op.LeaseID == "" {
 		return ""
 	}
 	if len(op.LeaseID) <= maxLeaseID {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/trace"
 )
 
 //go:embed script.lua
@@ -34,6 +36,12 @@ type Options struct {
 	// Observe, when not nil, is called after every Eval that went to Redis, with its latency
 	// and error (nil on success). It must be fast and safe for concurrent use.
 	Observe func(latency time.Duration, err error)
+	// TracerProvider, when not nil, traces every call to Redis: a client span per Eval that goes
+	// to Redis ("redis EVALSHA", with its ops, slot groups and outcome), per compensation of a
+	// cross-slot call ("redis EVALSHA undo") and per Ping, each a child of the span in the
+	// caller's context. A call refused from the cache of blocked values makes no span; it adds
+	// the event "redis refusal from cache" to the caller's span.
+	TracerProvider trace.TracerProvider
 }
 
 // Stats are the counters of a Store since New.
@@ -47,6 +55,10 @@ type Stats struct {
 	BreakerOpen   bool
 	BreakerOpens  uint64 // times the breaker opened
 	Probes        uint64 // background probes sent
+	// CacheHits counts the Eval calls refused from the cache of blocked values, without Redis;
+	// Cached is the number of values that cache holds now.
+	CacheHits uint64
+	Cached    int
 	// LastError is the error of the last call, probe or connection attempt; nil if it succeeded.
 	LastError error
 }
@@ -66,6 +78,10 @@ type Store struct {
 	mu     sync.Mutex // serialises connecting
 	client atomic.Pointer[clientBox]
 	closed atomic.Bool
+
+	tracer    trace.Tracer // nil when Options.TracerProvider is
+	blk       *blocked     // nil when Config.BlockedCache is negative
+	cacheHits atomic.Uint64
 
 	br                                    breaker
 	calls, errs, shorts, trips, undos, pr atomic.Uint64
@@ -93,8 +109,11 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	sum := sha1.Sum([]byte(scriptSource))
-	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt}
+	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache)}
 	s.br.threshold = int64(cfg.BreakerFailures)
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	if err := s.connect(); err != nil {
 		s.setErr(err)
 		s.br.trip()
@@ -129,6 +148,8 @@ func (s *Store) Stats() Stats {
 		BreakerOpens:  s.br.opens.Load(),
 		Probes:        s.pr.Load(),
 		LastError:     lastErr,
+		CacheHits:     s.cacheHits.Load(),
+		Cached:        s.blk.len(),
 	}
 }
 
@@ -182,10 +203,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.BreakerCooldown/2))
 	defer cancel()
+	ctx, span := s.start(ctx, "redis PING", attrPing)
 	err := b.c.Do(ctx, b.c.B().Ping().Build()).Error()
 	if err != nil {
 		err = fmt.Errorf("redis store: ping: %w", err)
 	}
+	end(span, err)
 	s.setErr(err)
 	return err
 }
@@ -218,6 +241,14 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 			return err
 		}
 	}
+	keys := s.keys(ops)
+	start := s.localNow()
+	if s.blk != nil && s.refuseCached(ops, keys, res, start) {
+		if s.tracer != nil {
+			trace.SpanFromContext(ctx).AddEvent("redis refusal from cache", trace.WithAttributes(keyOps.Int(len(ops))))
+		}
+		return nil
+	}
 	b := s.client.Load()
 	if b == nil || !s.br.allow() {
 		s.shorts.Add(1)
@@ -227,9 +258,17 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	start := time.Now()
-	err := s.eval(ctx, b.c, ops, res)
-	lat := time.Since(start)
+	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(len(ops)))
+	t := time.Now()
+	ok, groups, err := s.eval(ctx, b.c, ops, keys, res)
+	lat := time.Since(t)
+	if s.tracer != nil {
+		span.SetAttributes(keyGroups.Int(groups), keyAllowed.Bool(ok && err == nil))
+	}
+	end(span, err)
+	if err == nil && s.blk != nil {
+		s.remember(ops, keys, res, start)
+	}
 	s.calls.Add(1)
 	s.latency.Add(int64(lat))
 	s.setErr(err)
@@ -252,6 +291,54 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	return err
 }
 
+// refuseCached answers a call from the cache of blocked values, and reports whether it did. It
+// does when the call's first op is in the cache and the call holds no release (which must apply:
+// a refund drops its value from the cache, since it may give tokens back) and no shadow op
+// (whose outcome is reported). The first op is the one the caller reports as blocking when
+// several would; the call's other ops are not checked and are reported full.
+func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, now time.Time) bool {
+	skip := false
+	for i := range ops {
+		if ops[i].Release && ops[i].Refund {
+			s.blk.drop(keys[i])
+		}
+		skip = skip || ops[i].Release || ops[i].Shadow
+	}
+	if skip || !cacheable(&ops[0]) {
+		return false
+	}
+	r, ok := s.blk.lookup(keys[0], &ops[0], now)
+	if !ok {
+		return false
+	}
+	answer(ops, res, r)
+	s.cacheHits.Add(1)
+	return true
+}
+
+// remember keeps the refusals of a call that Redis answered, those that are about the stored
+// state alone: not an op after another of the same key in the call.
+func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, start time.Time) {
+	for i := range ops {
+		if res[i].Allowed || !cacheable(&ops[i]) {
+			continue
+		}
+		if slices.Contains(keys[:i], keys[i]) {
+			continue
+		}
+		s.blk.add(keys[i], &ops[i], &res[i], start)
+	}
+}
+
+// localNow is this replica's clock, for the cache of blocked values: the test clock when set,
+// cut to the microsecond as the script reads it.
+func (s *Store) localNow() time.Time {
+	if s.clock != nil {
+		return s.clock().Truncate(time.Microsecond)
+	}
+	return time.Now()
+}
+
 func (s *Store) now() string {
 	if s.clock == nil {
 		return ""
@@ -259,8 +346,10 @@ func (s *Store) now() string {
 	return strconv.FormatInt(s.clock().UnixMicro(), 10)
 }
 
-func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, res []hotparam.RemoteResult) error {
-	groups := s.group(ops)
+// eval runs the call and reports whether every group passed, and the number of groups (script
+// calls, one per slot).
+func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult) (bool, int, error) {
+	groups := s.group(ops, keys)
 	now := s.now()
 	nonce := strconv.FormatUint(rand.Uint64(), 36)
 	for i := range groups {
@@ -285,10 +374,7 @@ func (s *Store) eval(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		s.undo(uctx, c, ops, res, groups, now, nonce)
 		cancel()
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return !blocked, len(groups), err
 }
 
 // unavailable reports whether err means Redis could not serve (no answer, or an answer saying it

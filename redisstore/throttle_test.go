@@ -63,11 +63,11 @@ func TestThrottle(t *testing.T) {
 		},
 		{
 			name: "refund moves the schedule back, not before now",
-			op:   func() hotparam.RemoteOp { o := th("t5", 5, time.Second); o.Refund = true; return o }(),
+			op:   func() hotparam.RemoteOp { o := th("t5", 5, time.Second); o.Refund, o.LeaseID = true, "L"; return o }(),
 			steps: []step{
 				{0, 3, false, waited(3, 600*ms, 0)},
 				{0, 1, true, waited(4, 400*ms, 0)},
-				{0, 9, true, waited(6, 0, 0)},
+				{0, 9, true, waited(6, 0, 0)}, // the 2 hits left of the lease's 3
 				{0, 1, false, waited(5, 200*ms, 0)},
 			},
 		},

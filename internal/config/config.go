@@ -132,6 +132,7 @@ func Default() Config {
 				Prefix:          redisstore.DefaultPrefix,
 				BreakerFailures: redisstore.DefaultBreakerFailures,
 				BreakerCooldown: redisstore.DefaultBreakerCooldown,
+				BlockedCache:    redisstore.DefaultBlockedCache,
 			},
 			Fallback: "local",
 			Replicas: 1,

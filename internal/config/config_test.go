@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 		ParamNames: []string{},
 		Store: StoreConfig{Redis: RedisConfig{
 			Config: redisstore.Config{Addrs: []string{}, Mode: "standalone", Timeout: 5 * time.Millisecond,
-				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second},
+				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000},
 			Fallback: "local", Replicas: 1,
 		}},
 		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second},
@@ -456,13 +456,14 @@ func TestStoreSettingsFromEnv(t *testing.T) {
 		"EXTAUTHZ_STORE_REDIS_PREFIX":           "edge",
 		"EXTAUTHZ_STORE_REDIS_BREAKER_FAILURES": "7",
 		"EXTAUTHZ_STORE_REDIS_BREAKER_COOLDOWN": "250ms",
+		"EXTAUTHZ_STORE_REDIS_BLOCKED_CACHE":    "-1",
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := RedisConfig{Config: redisstore.Config{Addrs: []string{"a:1", "b:2", "c:3"}, Mode: "cluster", Username: "svc", Password: "secret",
 		TLS: true, CAFile: "/etc/ca.pem", Timeout: 20 * time.Millisecond,
-		Prefix: "edge", BreakerFailures: 7, BreakerCooldown: 250 * time.Millisecond}, Fallback: "deny", Replicas: 4}
+		Prefix: "edge", BreakerFailures: 7, BreakerCooldown: 250 * time.Millisecond, BlockedCache: -1}, Fallback: "deny", Replicas: 4}
 	if !reflect.DeepEqual(cfg.Store.Redis, want) {
 		t.Errorf("store from env\n got %+v\nwant %+v", cfg.Store.Redis, want)
 	}

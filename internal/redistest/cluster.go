@@ -17,6 +17,7 @@ type Cluster struct {
 // `redis-cli --cluster create`, and waits until every node reports cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	skipShort(t)
 	if n < 3 {
 		t.Fatalf("a redis cluster needs 3 masters, asked for %d", n)
 	}

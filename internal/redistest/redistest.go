@@ -38,9 +38,11 @@ type Server struct {
 }
 
 // Start starts a redis-server on a free loopback port with no persistence, extra arguments
-// appended, and stops it at the end of the test. A missing redis-server fails the test.
+// appended, and stops it at the end of the test. A missing redis-server fails the test; under
+// -short the test is skipped (the fast loop runs no server).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	skipShort(t)
 	return start(t, freePort(t, false), extra...)
 }
 
@@ -54,6 +56,7 @@ type TLSFiles struct {
 // files, not asking clients for one. Addr is its TLS address.
 func StartTLS(t testing.TB, files TLSFiles, extra ...string) *Server {
 	t.Helper()
+	skipShort(t)
 	pem, err := os.ReadFile(files.CA)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +71,14 @@ func StartTLS(t testing.TB, files TLSFiles, extra ...string) *Server {
 	}, extra...)...)
 }
 
+// skipShort skips t under -short: tests that need a redis-server run in the full suite only.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a redis-server: skipped under -short")
+	}
+}
+
 func start(t testing.TB, port int, extra ...string) *Server {
 	t.Helper()
 	return startWith(t, port, nil, extra...)
@@ -75,6 +86,7 @@ func start(t testing.TB, port int, extra ...string) *Server {
 
 func startWith(t testing.TB, port int, tlsConf *tls.Config, extra ...string) *Server {
 	t.Helper()
+	skipShort(t)
 	bin := lookup(t)
 	dir := t.TempDir()
 	s := &Server{t: t, bin: bin, dir: dir, tls: tlsConf}
@@ -257,6 +269,50 @@ func (s *Server) CommandCalls(cmd string) int {
 		return v
 	}
 	return 0
+}
+
+// CommandUsec returns how many times the server ran cmd and the microseconds it spent in it, from
+// INFO commandstats (zeros when it never ran it).
+func (s *Server) CommandUsec(cmd string) (calls int, usec int64) {
+	s.t.Helper()
+	for _, line := range strings.Split(s.CLI("INFO", "commandstats"), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			var err error
+			switch k {
+			case "calls":
+				calls, err = strconv.Atoi(v)
+			case "usec":
+				usec, err = strconv.ParseInt(v, 10, 64)
+			}
+			if err != nil {
+				s.t.Fatalf("commandstats %q: %v", line, err)
+			}
+		}
+	}
+	return calls, usec
+}
+
+// CPU returns the CPU time (user and system) the server has used since it started, from INFO cpu.
+func (s *Server) CPU() time.Duration {
+	s.t.Helper()
+	var sum float64
+	for _, line := range strings.Split(s.CLI("INFO", "cpu"), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_sys" && k != "used_cpu_user") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			s.t.Fatalf("INFO cpu %q: %v", line, err)
+		}
+		sum += f
+	}
+	return time.Duration(sum * float64(time.Second))
 }
 
 // freePort returns a loopback port that is free now; with bus, port+10000 (the cluster bus) too.

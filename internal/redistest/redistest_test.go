@@ -36,3 +36,20 @@ func TestKillRestartCommandCalls(t *testing.T) {
 		t.Errorf("after restart without persistence: EXISTS got %s, want 0", got)
 	}
 }
+
+func TestCommandUsecAndCPU(t *testing.T) {
+	s := Start(t)
+	for range 50 {
+		s.CLI("SET", "k", "v")
+	}
+	calls, usec := s.CommandUsec("set")
+	if calls != 50 || usec <= 0 {
+		t.Errorf("set: got %d calls in %dus, want 50 in some time", calls, usec)
+	}
+	if c, u := s.CommandUsec("evalsha"); c != 0 || u != 0 {
+		t.Errorf("evalsha never ran: got %d calls in %dus", c, u)
+	}
+	if s.CPU() <= 0 {
+		t.Error("CPU: got 0 after 50 commands")
+	}
+}

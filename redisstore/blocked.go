@@ -1,0 +1,150 @@
+package redisstore
+
+import (
+	"sync"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// blocked remembers the values Redis refused until it said they may pass again, so that a
+// replica refuses them again without asking Redis (envoyproxy/ratelimit keeps a local cache of
+// over-limit keys for the same reason). It only ever refuses: every admission comes from Redis.
+//
+// An entry is kept per state key (value, rule, kind) with the rule's numbers and the request it
+// refused. It covers the requests whose answer it knows exactly until it ends:
+//
+//   - bucket: requests of one hit (while one is refused, no token is left, and the time until
+//     the next one only shrinks); requests of more hits go to Redis;
+//   - throttle: requests of any hits with the same max wait or a shorter one (a throttle's wait
+//     does not depend on hits; a shorter max wait waits longer by the difference).
+//
+// Refusals that are not about the stored state are not kept: concurrency (a release frees a slot
+// at any moment), count 0 or more hits than the capacity (told to retry a duration later
+// whatever the time), an op refused after another op of the same call took from the same key.
+//
+// What the cache can get wrong is only a refusal that Redis would not have made: when another
+// replica gives tokens back (a refund) or a Redis operator deletes the key before the entry ends.
+// A refund that passes through this replica drops its entry. An entry ends at the call's start
+// on this replica's clock plus the retry-after Redis computed; Redis computed it later than the
+// call's start, so the entry never outlives Redis's own instant on a clock that runs at Redis's
+// rate. The rule's numbers are part of an entry: a reload that changes them ignores it.
+type blocked struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]blockEntry
+	swept time.Time // last sweep of ended entries
+}
+
+type blockEntry struct {
+	until    time.Time // the request may pass from here on (local clock)
+	full     time.Time // the bucket is full (throttle: the schedule is free) from here on
+	maxWait  time.Duration
+	count    int64
+	burst    int64
+	duration time.Duration
+	behavior hotparam.Behavior
+}
+
+// DefaultBlockedCache is the default of Config.BlockedCache.
+const DefaultBlockedCache = 10000
+
+func newBlocked(n int) *blocked {
+	if n <= 0 {
+		return nil
+	}
+	return &blocked{max: n, m: make(map[string]blockEntry, min(n, 1024))}
+}
+
+// cacheable reports whether a refusal of op may be kept and answered from the cache.
+func cacheable(op *hotparam.RemoteOp) bool {
+	if op.Grade == hotparam.Concurrency || op.Release || op.Shadow || op.Count <= 0 {
+		return false
+	}
+	return op.Behavior == hotparam.Throttle || hitsOf(*op) == 1
+}
+
+// lookup returns Redis's answer to op (whose state is at key) at now, when an entry refuses it.
+func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotparam.RemoteResult, bool) {
+	b.mu.Lock()
+	e, ok := b.m[key]
+	b.mu.Unlock()
+	if !ok || !now.Before(e.until) || e.count != op.Count || e.burst != op.Burst ||
+		e.duration != op.Duration || e.behavior != op.Behavior {
+		return hotparam.RemoteResult{}, false
+	}
+	r := hotparam.RemoteResult{RetryAfter: e.until.Sub(now), ResetAfter: max(e.full.Sub(now), 0)}
+	if op.Behavior == hotparam.Throttle {
+		w := max(op.MaxWait, 0)
+		if w > e.maxWait {
+			return hotparam.RemoteResult{}, false
+		}
+		r.RetryAfter += e.maxWait - w
+	}
+	return r, true
+}
+
+// add keeps Redis's refusal r of op (state at key), for a call that started at start.
+func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, start time.Time) {
+	if r.RetryAfter <= 0 {
+		return
+	}
+	e := blockEntry{until: start.Add(r.RetryAfter), full: start.Add(r.ResetAfter), maxWait: max(op.MaxWait, 0),
+		count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.m[key]; !ok && len(b.m) >= b.max {
+		b.makeRoom(start)
+	}
+	b.m[key] = e
+}
+
+// makeRoom drops the ended entries (at most once a second), then, if still full, any entry.
+// Requires mu held.
+func (b *blocked) makeRoom(now time.Time) {
+	if now.Sub(b.swept) >= time.Second || now.Before(b.swept) {
+		b.swept = now
+		for k, e := range b.m {
+			if !now.Before(e.until) {
+				delete(b.m, k)
+			}
+		}
+	}
+	for k := range b.m {
+		if len(b.m) < b.max {
+			break
+		}
+		delete(b.m, k)
+	}
+}
+
+// drop forgets key (a refund gave tokens back).
+func (b *blocked) drop(key string) {
+	b.mu.Lock()
+	delete(b.m, key)
+	b.mu.Unlock()
+}
+
+// len returns the number of entries (0 for a nil cache).
+func (b *blocked) len() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.m)
+}
+
+// answer fills res for a call refused from the cache: the first op with r, the others as not
+// checked (reported full, nothing consumed).
+func answer(ops []hotparam.RemoteOp, res []hotparam.RemoteResult, r hotparam.RemoteResult) {
+	res[0] = r
+	for i := 1; i < len(ops); i++ {
+		op := &ops[i]
+		full := op.Count
+		if op.Grade != hotparam.Concurrency && op.Behavior != hotparam.Throttle {
+			full += op.Burst
+		}
+		res[i] = hotparam.RemoteResult{Allowed: true, Remaining: full}
+	}
+}

@@ -1,0 +1,188 @@
+package redisstore
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+// twoStores returns a store with the cache of blocked values and one without, on one Redis, both
+// on the returned clock.
+func twoStores(t *testing.T, size int) (cached, direct *Store, srv *redistest.Server, clk *fakeClock) {
+	t.Helper()
+	cached, srv, clk = newTestStore(t)
+	cached.blk = newBlocked(size)
+	direct, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BlockedCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	direct.clock = func() time.Time { return clk.now }
+	return cached, direct, srv, clk
+}
+
+// Random calls through the cached store: whenever it refuses, from its cache or not, Redis
+// asked directly at the same instant refuses with the same answer (a refusal consumes nothing,
+// so asking again changes nothing). The cache never admits: admissions all come from Redis.
+func TestBlockedCacheAnswersAsRedis(t *testing.T) {
+	cached, direct, srv, clk := twoStores(t, DefaultBlockedCache)
+	rng := rand.New(rand.NewPCG(3, 5))
+	rules := []hotparam.RemoteOp{
+		{RuleID: "b", Count: 3, Burst: 1, Duration: time.Second},
+		{RuleID: "b2", Count: 2, Duration: 10 * time.Second},
+		{RuleID: "t", Behavior: hotparam.Throttle, Count: 5, Duration: time.Second, MaxWait: 300 * ms},
+	}
+	at, refused, fromCache := time.Duration(0), 0, 0
+	for step := range 600 {
+		at += time.Duration(rng.Int64N(int64(60 * ms)))
+		clk.set(at)
+		op := rules[rng.IntN(len(rules))]
+		op.Value = "v" + strconv.Itoa(rng.IntN(3))
+		op.Hits = 1
+		if rng.IntN(4) == 0 {
+			op.Hits = 1 + rng.Int64N(3)
+		}
+		if op.Behavior == hotparam.Throttle {
+			op.MaxWait = time.Duration(rng.Int64N(int64(300 * ms)))
+		}
+		before := cached.Stats().Calls
+		got := eval(t, cached, op)[0]
+		hit := cached.Stats().Calls == before
+		if got.Allowed {
+			if hit {
+				t.Fatalf("step %d: admitted without Redis", step)
+			}
+			continue
+		}
+		refused++
+		if hit {
+			fromCache++
+		}
+		if want := eval(t, direct, op)[0]; got != want {
+			t.Fatalf("step %d (%+v at t0+%v, from the cache %v): got %+v, Redis answers %+v", step, op, at, hit, got, want)
+		}
+	}
+	if st := cached.Stats(); fromCache == 0 || st.CacheHits != uint64(fromCache) {
+		t.Errorf("refusals from the cache: %d (Stats.CacheHits %d) of %d refusals: want some, counted", fromCache, st.CacheHits, refused)
+	}
+	if got, want := srv.CommandCalls("evalsha")+srv.CommandCalls("eval"), cached.Stats().RoundTrips+direct.Stats().RoundTrips; uint64(got) != want {
+		t.Errorf("scripts run on the server: %d, script calls sent: %d", got, want)
+	}
+	t.Logf("%d refusals, %d from the cache", refused, fromCache)
+}
+
+func TestBlockedCache(t *testing.T) {
+	bucket := hotparam.RemoteOp{RuleID: "bc", Count: 1, Duration: time.Hour, Hits: 1}
+
+	t.Run("a refused value is refused again without Redis until it may pass", func(t *testing.T) {
+		s, srv, clk := newTestStore(t)
+		op := bucket
+		op.Value = "hot"
+		clk.set(0)
+		eval(t, s, op)
+		if eval(t, s, op)[0].Allowed {
+			t.Fatal("second of one per hour allowed")
+		}
+		calls := srv.CommandCalls("evalsha")
+		clk.set(time.Minute)
+		if got, want := eval(t, s, op)[0], no(0, 59*time.Minute, 59*time.Minute); got != want {
+			t.Errorf("from the cache: got %+v, want %+v", got, want)
+		}
+		if got := srv.CommandCalls("evalsha"); got != calls {
+			t.Errorf("EVALSHA calls: got %d, want %d (none for a cached refusal)", got, calls)
+		}
+		clk.set(time.Hour)
+		if !eval(t, s, op)[0].Allowed {
+			t.Error("after an hour: refused")
+		}
+	})
+
+	t.Run("only requests it knows: more hits, a changed count, a release go to Redis", func(t *testing.T) {
+		s, srv, clk := newTestStore(t)
+		op := bucket
+		op.Value = "known"
+		clk.set(0)
+		eval(t, s, op)
+		eval(t, s, op) // refused, kept
+		calls := srv.CommandCalls("evalsha")
+		more := op
+		more.Hits = 2
+		eval(t, s, more)
+		higher := op
+		higher.Count = 2
+		eval(t, s, higher)
+		if got := srv.CommandCalls("evalsha") - calls; got != 2 {
+			t.Errorf("EVALSHA calls: got %d, want 2", got)
+		}
+	})
+
+	t.Run("a refund through this replica drops the entry", func(t *testing.T) {
+		s, _, clk := newTestStore(t)
+		op := bucket
+		op.Value, op.Refund, op.LeaseID = "refund", true, "a"
+		clk.set(0)
+		eval(t, s, op)
+		op.LeaseID = "b"
+		eval(t, s, op) // refused, kept
+		rel := op
+		rel.Release, rel.LeaseID = true, "a"
+		eval(t, s, rel)
+		op.LeaseID = "c"
+		if !eval(t, s, op)[0].Allowed {
+			t.Error("after the refund of a: refused")
+		}
+	})
+
+	t.Run("a refund on another replica: refused until the entry ends, never admitted", func(t *testing.T) {
+		cached, direct, _, clk := twoStores(t, DefaultBlockedCache)
+		op := bucket
+		op.Value, op.Refund, op.LeaseID = "other", true, "a"
+		clk.set(0)
+		eval(t, cached, op)
+		op.LeaseID = "b"
+		eval(t, cached, op) // refused, kept
+		rel := op
+		rel.Release, rel.LeaseID = true, "a"
+		eval(t, direct, rel) // the token is back in Redis
+		op.LeaseID = "c"
+		if eval(t, cached, op)[0].Allowed {
+			t.Error("the cache admitted")
+		}
+		if !eval(t, direct, op)[0].Allowed {
+			t.Error("Redis refused after the refund")
+		}
+	})
+
+	t.Run("bounded", func(t *testing.T) {
+		s, _, clk := newTestStore(t)
+		s.blk = newBlocked(3)
+		clk.set(0)
+		for i := range 10 {
+			op := bucket
+			op.Value = "many-" + strconv.Itoa(i)
+			eval(t, s, op)
+			eval(t, s, op)
+		}
+		if got := s.Stats().Cached; got != 3 {
+			t.Errorf("entries: got %d, want 3", got)
+		}
+	})
+
+	t.Run("off", func(t *testing.T) {
+		_, direct, srv, clk := twoStores(t, 1)
+		op := bucket
+		op.Value = "off"
+		clk.set(0)
+		eval(t, direct, op)
+		eval(t, direct, op)
+		calls := srv.CommandCalls("evalsha")
+		eval(t, direct, op)
+		if srv.CommandCalls("evalsha") != calls+1 || direct.Stats().CacheHits != 0 {
+			t.Error("BlockedCache -1: a refusal answered without Redis")
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+// redisCostTarget is the most Redis may spend inside one EVALSHA checking one value against one
+// rule (INFO commandstats).
+const redisCostTarget = 10 * time.Microsecond
+
+// costCase is a stream of Eval calls; call i gets ops(i).
+type costCase struct {
+	name string
+	ops  func(i int) []hotparam.RemoteOp
+}
+
+func costCases() []costCase {
+	bucket := func(count int64, d time.Duration, values int) func(int) []hotparam.RemoteOp {
+		return func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "q", Value: "u" + strconv.Itoa(i%values), Count: count, Duration: d, Hits: 1}}
+		}
+	}
+	return []costCase{
+		// the target row: one value, one rule, every call consumes a token
+		{"bucket/one-value-allowed", bucket(1e9, time.Second, 1)},
+		{"bucket/one-value-refused", bucket(1, time.Hour, 1)},
+		{"bucket/10k-values", bucket(100, time.Second, 10000)},
+		{"throttle/one-value", func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "t", Value: "u", Behavior: hotparam.Throttle, Count: 1e9,
+				Duration: time.Second, MaxWait: time.Second, Hits: 1}}
+		}},
+		{"concurrency/acquire-release", func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "c", Value: "u", Grade: hotparam.Concurrency, Count: 1e6,
+				Lease: time.Minute, Hits: 1, Release: i%2 == 1, LeaseID: "l" + strconv.Itoa(i/2)}}
+		}},
+		{"refund/acquire-release", func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "r", Value: "u", Count: 1e9, Duration: time.Second, Refund: true,
+				Lease: time.Minute, Hits: 1, Release: i%2 == 1, LeaseID: "l" + strconv.Itoa(i/2)}}
+		}},
+		{"typical-3-ops", benchOps},
+	}
+}
+
+// BenchmarkRedisCost measures what Redis spends inside the script per call (INFO commandstats,
+// usec per EVALSHA), with the Redis clock. The target row is bucket/one-value-allowed: one value,
+// one rule.
+func BenchmarkRedisCost(b *testing.B) {
+	srv := redistest.Start(b)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, c := range costCases() {
+		b.Run(c.name, func(b *testing.B) {
+			ops := c.ops(0)
+			if err := s.Eval(ctx, ops, make([]hotparam.RemoteResult, len(ops))); err != nil { // loads the script
+				b.Fatal(err)
+			}
+			srv.CLI("CONFIG", "RESETSTAT")
+			// one call at a time: on a small machine, concurrent clients would take the CPU from
+			// Redis in the middle of a script, and commandstats counts wall time
+			i := 0
+			for b.Loop() {
+				i++
+				ops := c.ops(i)
+				if err := s.Eval(ctx, ops, make([]hotparam.RemoteResult, len(ops))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			calls, usec := srv.CommandUsec("evalsha")
+			if calls == 0 {
+				b.Fatal("no EVALSHA ran")
+			}
+			per := float64(usec) / float64(calls)
+			b.ReportMetric(per, "redis-us/call")
+			if c.name == "bucket/one-value-allowed" {
+				b.Logf("Redis-side cost of one check of one value, one rule: %.2f us per EVALSHA (target <= %v)",
+					per, redisCostTarget)
+			}
+		})
+	}
+}
