@@ -27,6 +27,7 @@ import (
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
 )
@@ -112,6 +113,12 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	s.store = store
 	s.metrics.SetResources(resources(store.Current()))
 
+	red, err := redact.New(cfg.Sensitive.Params, []byte(cfg.Sensitive.Key))
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("sensitive.key: %w", err)
+	}
+
 	opts, err := grpcOptions(cfg, log.Named("tls"))
 	if err != nil {
 		s.close()
@@ -122,7 +129,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,
-		Logger:   sampled(log.Named("envoyapi"), s.metrics.LogDropped),
+		Logger:   red.Logger(sampled(log.Named("envoyapi"), s.metrics.LogDropped)),
 	})
 	s.grpc = grpc.NewServer(opts...)
 	api.Register(s.grpc)
@@ -139,6 +146,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 			LastError: store.LastError,
 			Top:       s.top,
 			Traffic:   s.metrics.Snapshot,
+			Redact:    red.Value,
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -343,5 +351,7 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.String("redis_mode", cfg.Store.Redis.Mode),
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
 		zap.Strings("param_names", cfg.ParamNames),
+		zap.Strings("sensitive_params", cfg.Sensitive.Params),
+		zap.Bool("sensitive_key_set", cfg.Sensitive.Key != ""),
 	)
 }

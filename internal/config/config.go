@@ -12,6 +12,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -41,6 +42,16 @@ type Config struct {
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `json:"param_names"`
 	Store      StoreConfig `json:"store"`
+	// Sensitive says which params' values are shown only as a keyed hash.
+	Sensitive SensitiveConfig `json:"sensitive"`
+}
+
+// SensitiveConfig marks params whose values are secrets (package redact): besides the params
+// named like a credential, those listed in Params; their values are shown as HMAC-SHA256
+// hashes under Key (at least redact.MinKeyLen bytes; "" means a random key per process).
+type SensitiveConfig struct {
+	Params []string `json:"params"`
+	Key    string   `json:"key"`
 }
 
 // LogConfig configures logging.
@@ -115,6 +126,7 @@ func Default() Config {
 			Fallback: "local",
 			Replicas: 1,
 		}},
+		Sensitive: SensitiveConfig{Params: []string{}},
 	}
 }
 
@@ -209,6 +221,16 @@ func (c *Config) Validate() error {
 		}
 	} else if r.Username != "" || r.Password != "" || r.TLS || r.CAFile != "" {
 		add("store.redis.addrs", "required when other store.redis connection settings are set")
+	}
+
+	for i, p := range c.Sensitive.Params {
+		if strings.TrimSpace(p) == "" {
+			add(fmt.Sprintf("sensitive.params[%d]", i), "must not be empty")
+		}
+	}
+	if k := c.Sensitive.Key; k != "" && len(k) < redact.MinKeyLen {
+		// The key itself is never repeated in an error.
+		add("sensitive.key", "must be at least %d bytes, not %d", redact.MinKeyLen, len(k))
 	}
 
 	if len(errs) == 0 {

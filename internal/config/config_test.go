@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second},
 			Fallback: "local", Replicas: 1,
 		}},
+		Sensitive: SensitiveConfig{Params: []string{}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -392,6 +393,9 @@ func TestValidate(t *testing.T) {
 			c.Store.Redis.Addrs = []string{"a:1", "b:2"}
 		}, nil},
 		{"keepalive pings off", func(c *Config) { c.GRPC.Keepalive.Time = 0 }, nil},
+		{"sensitive param", func(c *Config) { c.Sensitive.Params = []string{"user", ""} }, []string{"sensitive.params[1]"}},
+		{"short sensitive key", func(c *Config) { c.Sensitive.Key = "hunter2" }, []string{"sensitive.key"}},
+		{"sensitive key", func(c *Config) { c.Sensitive.Key = "0123456789abcdef" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -298,7 +298,7 @@ func reason(err error, k Key, val any) string {
 	if s, ok := val.(string); ok {
 		shown = fmt.Sprintf("%q", s)
 	}
-	if strings.Contains(k.Name, "password") {
+	if strings.Contains(k.Name, "password") || k.Name == "sensitive.key" {
 		shown = "(hidden)"
 	}
 	switch k.Type.Kind() {
