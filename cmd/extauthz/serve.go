@@ -26,6 +26,7 @@ import (
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/observe"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
@@ -124,6 +125,12 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		s.close()
 		return nil, err
 	}
+	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
+		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery)}
+	if cfg.DecisionLog.Enabled {
+		obs.Log = log.Named("decision")
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
 	api := envoyapi.New(envoyapi.Options{
 		Mapper:   mapper,
 		Rules:    store.Current,

@@ -44,6 +44,15 @@ type Config struct {
 	Store      StoreConfig `json:"store"`
 	// Sensitive says which params' values are shown only as a keyed hash.
 	Sensitive SensitiveConfig `json:"sensitive"`
+	// DecisionLog is the log of each call's decision.
+	DecisionLog DecisionLogConfig `json:"decision_log"`
+}
+
+// DecisionLogConfig says which decisions are logged (package internal/observe): every block
+// when Enabled, and one allowed call in AllowedEvery (0: none).
+type DecisionLogConfig struct {
+	Enabled      bool `json:"enabled"`
+	AllowedEvery int  `json:"allowed_every"`
 }
 
 // SensitiveConfig marks params whose values are secrets (package redact): besides the params
@@ -126,7 +135,8 @@ func Default() Config {
 			Fallback: "local",
 			Replicas: 1,
 		}},
-		Sensitive: SensitiveConfig{Params: []string{}},
+		Sensitive:   SensitiveConfig{Params: []string{}},
+		DecisionLog: DecisionLogConfig{Enabled: true},
 	}
 }
 
@@ -231,6 +241,10 @@ func (c *Config) Validate() error {
 	if k := c.Sensitive.Key; k != "" && len(k) < redact.MinKeyLen {
 		// The key itself is never repeated in an error.
 		add("sensitive.key", "must be at least %d bytes, not %d", redact.MinKeyLen, len(k))
+	}
+
+	if c.DecisionLog.AllowedEvery < 0 {
+		add("decision_log.allowed_every", "must not be negative, not %d", c.DecisionLog.AllowedEvery)
 	}
 
 	if len(errs) == 0 {

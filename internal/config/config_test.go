@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,8 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second},
 			Fallback: "local", Replicas: 1,
 		}},
-		Sensitive: SensitiveConfig{Params: []string{}},
+		Sensitive:   SensitiveConfig{Params: []string{}},
+		DecisionLog: DecisionLogConfig{Enabled: true},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -152,6 +154,9 @@ func TestEveryKeyFromEnv(t *testing.T) {
 			}
 			if val == "" {
 				val = "127.0.0.1:7" // valid for the address keys, any string for the others
+			}
+			if k.Type.Kind() == reflect.Bool { // a switch that is on by default is turned off
+				val = strconv.FormatBool(!reflect.ValueOf(Default()).FieldByIndex(k.index).Bool())
 			}
 			vars := map[string]string{k.Env: val}
 			if strings.HasPrefix(k.Name, "store.redis.") && k.Name != "store.redis.addrs" {
@@ -396,6 +401,7 @@ func TestValidate(t *testing.T) {
 		{"sensitive param", func(c *Config) { c.Sensitive.Params = []string{"user", ""} }, []string{"sensitive.params[1]"}},
 		{"short sensitive key", func(c *Config) { c.Sensitive.Key = "hunter2" }, []string{"sensitive.key"}},
 		{"sensitive key", func(c *Config) { c.Sensitive.Key = "0123456789abcdef" }, nil},
+		{"allowed_every", func(c *Config) { c.DecisionLog.AllowedEvery = -1 }, []string{"decision_log.allowed_every"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
