@@ -1,14 +1,28 @@
 package e2e
 
 import (
+	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/extauthz/extauthz/internal/testbin"
 )
 
 // adminGet returns the body of GET path on s's admin listener.
@@ -115,6 +129,127 @@ func TestDecisionLog(t *testing.T) {
 	for id := range got {
 		if _, ok := want[id]; !ok {
 			t.Errorf("request %q logged, want only the blocks: %v", id, got[id])
+		}
+	}
+}
+
+// otlpReceiver is an in-process OpenTelemetry collector: the OTLP/gRPC trace service, keeping
+// every span it is sent.
+type otlpReceiver struct {
+	collectortrace.UnimplementedTraceServiceServer
+	addr  string
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{addr: lis.Addr().String()}
+	srv := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return r
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			r.spans = append(r.spans, ss.GetSpans()...)
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// span returns the one span received whose parent is parent (hex), or nil.
+func (r *otlpReceiver) span(parent string) *tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.spans {
+		if hex.EncodeToString(s.GetParentSpanId()) == parent {
+			return s
+		}
+	}
+	return nil
+}
+
+func spanAttr(s *tracepb.Span, key string) string {
+	for _, kv := range s.GetAttributes() {
+		if kv.GetKey() == key {
+			return kv.GetValue().GetStringValue()
+		}
+	}
+	return ""
+}
+
+// TestTracing: with tracing.endpoint set, each call's span reaches the collector as a child of
+// the span Envoy sent: a traceparent in the CheckRequest's headers, B3 headers in the gRPC
+// metadata of ShouldRateLimit. The block's span carries its result.
+func TestTracing(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rulesPath, readRules(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config, err := filepath.Abs(extauthzYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testbin.Start(t, testbin.Options{
+		Binary: binary,
+		Args: []string{"serve", "--config", config, "--rules", rulesPath,
+			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+		Dir: dir,
+		Env: []string{"EXTAUTHZ_TRACING_ENDPOINT=" + rcv.addr, "EXTAUTHZ_TRACING_INSECURE=true"},
+	})
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s := &service{grpcAddr: p.GRPCAddr, authz: authv3.NewAuthorizationClient(conn), rls: rlsv3.NewRateLimitServiceClient(conn)}
+
+	const (
+		w3cTrace, w3cSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+		b3Trace, b3Span   = "80f198ee56343ba864fe8b2a57d3eff7", "e457b5a2e4d86bd1"
+	)
+	stranger := req("GET", "/items?item_id=t-1", "192.0.2.1", "x-origin", "stranger",
+		"traceparent", "00-"+w3cTrace+"-"+w3cSpan+"-01")
+	if got := checkCode(t, s.check(t, stranger)); got != 403 {
+		t.Fatalf("stranger's Check = %d, want 403", got)
+	}
+	rr := limitRequest(t, downloadReq("trace-1", "rid-trace-1"), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-b3-traceid", b3Trace, "x-b3-spanid", b3Span, "x-b3-sampled", "1")
+	if resp, err := s.rls.ShouldRateLimit(ctx, rr); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("download: %v %v, want OK", resp.GetOverallCode(), err)
+	}
+
+	if code := p.Stop(t); code != 0 { // the spans still buffered are sent on the way out
+		t.Fatalf("exit code %d", code)
+	}
+	for _, w := range []struct{ trace, parent, api, result string }{
+		{w3cTrace, w3cSpan, "check", "blocked"},
+		{b3Trace, b3Span, "ratelimit", "allowed"},
+	} {
+		sp := rcv.span(w.parent)
+		if sp == nil {
+			t.Errorf("no span with parent %s (the %s call)", w.parent, w.api)
+			continue
+		}
+		if got := hex.EncodeToString(sp.GetTraceId()); got != w.trace {
+			t.Errorf("%s span: trace %s, want %s", w.api, got, w.trace)
+		}
+		if a, r := spanAttr(sp, "extauthz.api"), spanAttr(sp, "extauthz.result"); a != w.api || r != w.result {
+			t.Errorf("%s span: api %q result %q, want %q %q", w.api, a, r, w.api, w.result)
 		}
 	}
 }

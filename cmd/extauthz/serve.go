@@ -31,6 +31,7 @@ import (
 	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
+	"github.com/extauthz/extauthz/tracing"
 )
 
 // serve runs the service until ctx ends, then shuts down gracefully.
@@ -74,6 +75,7 @@ type service struct {
 	metrics *metrics.Metrics
 	store   *rulestore.Store
 	remote  *redisstore.Store // nil without store.redis
+	tracing *tracing.Provider // nil until built
 	grpc    *grpc.Server
 	health  *health.Server
 	admin   *http.Server
@@ -125,8 +127,14 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		s.close()
 		return nil, err
 	}
+	s.tracing, err = tracing.New(context.Background(), tracing.Options{Endpoint: cfg.Tracing.Endpoint,
+		Insecure: cfg.Tracing.Insecure, SampleRatio: cfg.Tracing.SampleRatio})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
-		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery)}
+		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery), Tracer: s.tracing.Tracer()}
 	if cfg.DecisionLog.Enabled {
 		obs.Log = log.Named("decision")
 	}
@@ -260,6 +268,14 @@ func (s *service) shutdown() {
 
 // close releases what newService acquired.
 func (s *service) close() {
+	if s.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tracing.Shutdown(ctx); err != nil { // sends the spans still buffered
+			s.log.Warn("tracing: spans lost at shutdown", zap.Error(err))
+		}
+		cancel()
+		s.tracing = nil
+	}
 	if s.remote != nil {
 		s.remote.Close()
 		s.remote = nil
@@ -360,5 +376,6 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.Strings("param_names", cfg.ParamNames),
 		zap.Strings("sensitive_params", cfg.Sensitive.Params),
 		zap.Bool("sensitive_key_set", cfg.Sensitive.Key != ""),
+		zap.String("tracing_endpoint", cfg.Tracing.Endpoint),
 	)
 }

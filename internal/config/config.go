@@ -46,6 +46,15 @@ type Config struct {
 	Sensitive SensitiveConfig `json:"sensitive"`
 	// DecisionLog is the log of each call's decision.
 	DecisionLog DecisionLogConfig `json:"decision_log"`
+	// Tracing sends a span per decision to an OpenTelemetry collector.
+	Tracing TracingConfig `json:"tracing"`
+}
+
+// TracingConfig is the OTLP/gRPC export of spans (package tracing): off while Endpoint is "".
+type TracingConfig struct {
+	Endpoint    string  `json:"endpoint"`     // collector, host:port
+	Insecure    bool    `json:"insecure"`     // plaintext instead of TLS
+	SampleRatio float64 `json:"sample_ratio"` // share of calls without Envoy's decision traced
 }
 
 // DecisionLogConfig says which decisions are logged (package internal/observe): every block
@@ -137,6 +146,7 @@ func Default() Config {
 		}},
 		Sensitive:   SensitiveConfig{Params: []string{}},
 		DecisionLog: DecisionLogConfig{Enabled: true},
+		Tracing:     TracingConfig{SampleRatio: 1},
 	}
 }
 
@@ -243,6 +253,12 @@ func (c *Config) Validate() error {
 		add("sensitive.key", "must be at least %d bytes, not %d", redact.MinKeyLen, len(k))
 	}
 
+	if c.Tracing.Endpoint != "" {
+		checkAddr("tracing.endpoint", c.Tracing.Endpoint)
+	}
+	if r := c.Tracing.SampleRatio; !(r >= 0 && r <= 1) {
+		add("tracing.sample_ratio", "must be from 0 to 1, not %v", r)
+	}
 	if c.DecisionLog.AllowedEvery < 0 {
 		add("decision_log.allowed_every", "must not be negative, not %d", c.DecisionLog.AllowedEvery)
 	}

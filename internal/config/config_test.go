@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		}},
 		Sensitive:   SensitiveConfig{Params: []string{}},
 		DecisionLog: DecisionLogConfig{Enabled: true},
+		Tracing:     TracingConfig{SampleRatio: 1},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -138,6 +139,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"int":           "7",
 		"bool":          "true",
 		"time.Duration": "42s",
+		"float64":       "0.5",
 		"[]string":      "a:1",
 	}
 	for _, k := range Keys() {
@@ -402,6 +404,11 @@ func TestValidate(t *testing.T) {
 		{"short sensitive key", func(c *Config) { c.Sensitive.Key = "hunter2" }, []string{"sensitive.key"}},
 		{"sensitive key", func(c *Config) { c.Sensitive.Key = "0123456789abcdef" }, nil},
 		{"allowed_every", func(c *Config) { c.DecisionLog.AllowedEvery = -1 }, []string{"decision_log.allowed_every"}},
+		{"tracing", func(c *Config) {
+			c.Tracing.Endpoint = "collector"
+			c.Tracing.SampleRatio = 1.5
+		}, []string{"tracing.endpoint", "tracing.sample_ratio"}},
+		{"tracing on", func(c *Config) { c.Tracing.Endpoint = "collector:4317" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

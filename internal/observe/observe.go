@@ -15,6 +15,9 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/tracing"
 )
 
 // API names, as the decision log's api field and the audit.Decision spell them.
@@ -58,10 +62,17 @@ type Options struct {
 	// request id of a ShouldRateLimit call whose metadata carries none. "" means
 	// DefaultLeaseKey.
 	LeaseKey string
+	// Tracer starts one span per call, a child of the trace context Envoy sent, ended with the
+	// decision as attributes; nil starts none (the trace id Envoy sent is still logged).
+	Tracer trace.Tracer
+	// Propagator reads Envoy's trace context; nil means tracing.Propagator (W3C and B3).
+	Propagator propagation.TextMapPropagator
 }
 
 // Observer reports decisions. It is safe for concurrent use.
 type Observer struct {
+	tracer       trace.Tracer
+	prop         propagation.TextMapPropagator
 	log          *zap.Logger
 	allowedEvery uint64
 	redact       func(param, value string) string
@@ -71,9 +82,16 @@ type Observer struct {
 
 // New returns an Observer.
 func New(opts Options) *Observer {
-	o := &Observer{log: opts.Log, allowedEvery: opts.AllowedEvery, redact: opts.Redact, leaseKey: opts.LeaseKey}
+	o := &Observer{log: opts.Log, allowedEvery: opts.AllowedEvery, redact: opts.Redact, leaseKey: opts.LeaseKey,
+		tracer: opts.Tracer, prop: opts.Propagator}
 	if o.leaseKey == "" {
 		o.leaseKey = DefaultLeaseKey
+	}
+	if o.tracer == nil {
+		o.tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if o.prop == nil {
+		o.prop = tracing.Propagator()
 	}
 	return o
 }
@@ -91,10 +109,12 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	default:
 		return handler(ctx, req)
 	}
-	ctx, d := audit.NewContext(ctx)
+	ctx, d := audit.NewContext(o.extract(ctx, req))
+	ctx, span := o.tracer.Start(ctx, strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
 	resp, err := handler(ctx, req)
 	o.complete(ctx, d, api, req, resp, err)
-	o.logDecision(d, err)
+	o.endSpan(span, d, err)
+	o.logDecision(d, span.SpanContext(), err)
 	return resp, err
 }
 
@@ -184,7 +204,7 @@ func blocks(d *audit.Decision) bool {
 }
 
 // logDecision writes d to the decision log: every block, one allow in allowedEvery.
-func (o *Observer) logDecision(d *audit.Decision, err error) {
+func (o *Observer) logDecision(d *audit.Decision, sc trace.SpanContext, err error) {
 	if o.log == nil || d.Result == "" {
 		return
 	}
@@ -197,10 +217,7 @@ func (o *Observer) logDecision(d *audit.Decision, err error) {
 	if ce == nil {
 		return
 	}
-	value := d.Value
-	if o.redact != nil && value != "" {
-		value = o.redact(d.Param, value)
-	}
+	value := o.value(d)
 	fields := []zap.Field{
 		zap.String("api", d.API),
 		zap.String("request_id", d.RequestID),
@@ -218,8 +235,19 @@ func (o *Observer) logDecision(d *audit.Decision, err error) {
 	if d.Wait > 0 {
 		fields = append(fields, zap.Duration("wait", d.Wait))
 	}
+	if sc.HasTraceID() {
+		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
+	}
 	if err != nil {
 		fields = append(fields, zap.String("code", status.Code(err).String()))
 	}
 	ce.Write(fields...)
+}
+
+// value is d's value as it may be shown.
+func (o *Observer) value(d *audit.Decision) string {
+	if o.redact != nil && d.Value != "" {
+		return o.redact(d.Param, d.Value)
+	}
+	return d.Value
 }
