@@ -54,8 +54,13 @@ func (B3) Extract(ctx context.Context, carrier propagation.TextMapCarrier) conte
 	if sc, ok := parseB3Single(carrier.Get(b3Single)); ok {
 		return trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	sc, ok := b3Context(carrier.Get(b3TraceID), carrier.Get(b3SpanID),
-		carrier.Get(b3Sampled) == "1" || strings.EqualFold(carrier.Get(b3Sampled), "true") || carrier.Get(b3Flags) == "1")
+	traceID := carrier.Get(b3TraceID)
+	if traceID == "" {
+		return ctx
+	}
+	sampled := carrier.Get(b3Sampled)
+	sc, ok := b3Context(traceID, carrier.Get(b3SpanID),
+		sampled == "1" || strings.EqualFold(sampled, "true") || carrier.Get(b3Flags) == "1")
 	if !ok {
 		return ctx
 	}
@@ -65,6 +70,9 @@ func (B3) Extract(ctx context.Context, carrier propagation.TextMapCarrier) conte
 // parseB3Single parses the single b3 header; a header of a sampling decision alone ("0", "1",
 // "d") carries no ids, so no span context.
 func parseB3Single(h string) (trace.SpanContext, bool) {
+	if len(h) < 16+1+16 {
+		return trace.SpanContext{}, false
+	}
 	parts := strings.Split(h, "-")
 	if len(parts) < 2 || len(parts) > 4 {
 		return trace.SpanContext{}, false

@@ -164,10 +164,8 @@ func (o *Observer) requestID(ctx context.Context, req any) string {
 			return id
 		}
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(HeaderRequestID); len(v) > 0 && v[0] != "" {
-			return v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, HeaderRequestID); len(v) > 0 && v[0] != "" {
+		return v[0]
 	}
 	if r, ok := req.(*rlsv3.RateLimitRequest); ok {
 		for _, desc := range r.GetDescriptors() {

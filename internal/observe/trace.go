@@ -22,10 +22,8 @@ import (
 // none (Envoy not tracing, another client) falls back to the HTTP request's own headers, the
 // context the downstream client sent.
 func (o *Observer) extract(ctx context.Context, req any) context.Context {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if c := o.prop.Extract(ctx, mdCarrier(md)); trace.SpanContextFromContext(c).IsValid() {
-			return c
-		}
+	if c := o.prop.Extract(ctx, mdCarrier{ctx}); trace.SpanContextFromContext(c).IsValid() {
+		return c
 	}
 	if r, ok := req.(*authv3.CheckRequest); ok {
 		if h := r.GetAttributes().GetRequest().GetHttp(); h != nil {
@@ -70,21 +68,24 @@ func (o *Observer) endSpan(span trace.Span, d *audit.Decision, err error) {
 	span.End()
 }
 
-// mdCarrier reads gRPC metadata (lower-case keys) as a propagation carrier.
-type mdCarrier metadata.MD
+// mdCarrier reads the incoming gRPC metadata of a call as a propagation carrier, one key at a
+// time (without copying the whole metadata, as metadata.FromIncomingContext would); it never
+// writes.
+type mdCarrier struct{ ctx context.Context }
 
 func (c mdCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(c.ctx, strings.ToLower(key)); len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+func (c mdCarrier) Set(string, string) {}
 
 func (c mdCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
 		keys = append(keys, k)
 	}
 	return keys
