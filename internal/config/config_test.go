@@ -229,6 +229,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`shutdown_grace: "15" is not a duration: write a number with its unit, like 15s, 500ms or 2h (from EXTAUTHZ_SHUTDOWN_GRACE)`}},
 		{"wrong type", "grpc: {max_recv_msg_size: lots}\n", nil,
 			[]string{`grpc.max_recv_msg_size: want a whole number, got "lots" (from FILE)`}},
+		{"not a number from env", "", map[string]string{"EXTAUTHZ_TRACING_SAMPLE_RATIO": "half"},
+			[]string{`tracing.sample_ratio: want a number, got "half" (from EXTAUTHZ_TRACING_SAMPLE_RATIO)`}},
 		{"section as a value", "log: loud\n", nil,
 			[]string{`log: is a section (level, format), not a single value (from FILE)`}},
 		{"bad value with suggestion", "log: {level: inf}\n", nil,

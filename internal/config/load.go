@@ -306,6 +306,8 @@ func reason(err error, k Key, val any) string {
 		return "want a whole number, got " + shown
 	case reflect.Bool:
 		return "want true or false, got " + shown
+	case reflect.Float64:
+		return "want a number, got " + shown
 	case reflect.String:
 		return "want a single value, got " + shown
 	case reflect.Slice:
