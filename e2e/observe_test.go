@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -11,6 +13,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -213,11 +218,10 @@ func spanAttr(s *tracepb.Span, key string) string {
 	return ""
 }
 
-// TestTracing: with tracing.endpoint set, each call's span reaches the collector as a child of
-// the span Envoy sent: a traceparent in the CheckRequest's headers, B3 headers in the gRPC
-// metadata of ShouldRateLimit. The block's span carries its result.
-func TestTracing(t *testing.T) {
-	rcv := newOTLPReceiver(t)
+// startWithEnv runs the binary on a copy of rules.yaml and envoy-config/extauthz.yaml, with
+// env added to its environment; it is killed when t ends.
+func startWithEnv(t *testing.T, env ...string) (*testbin.Proc, *service) {
+	t.Helper()
 	dir := t.TempDir()
 	rulesPath := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rulesPath, readRules(t), 0o644); err != nil {
@@ -227,19 +231,86 @@ func TestTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &syncBuffer{}
 	p := testbin.Start(t, testbin.Options{
 		Binary: binary,
 		Args: []string{"serve", "--config", config, "--rules", rulesPath,
 			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
-		Dir: dir,
-		Env: []string{"EXTAUTHZ_TRACING_ENDPOINT=" + rcv.addr, "EXTAUTHZ_TRACING_INSECURE=true"},
+		Dir:    dir,
+		Env:    env,
+		Output: logs,
 	})
 	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	s := &service{grpcAddr: p.GRPCAddr, authz: authv3.NewAuthorizationClient(conn), rls: rlsv3.NewRateLimitServiceClient(conn)}
+	t.Cleanup(func() { conn.Close() })
+	return p, &service{proc: p, grpcAddr: p.GRPCAddr, adminURL: "http://" + p.AdminAddr, logs: logs,
+		authz: authv3.NewAuthorizationClient(conn), rls: rlsv3.NewRateLimitServiceClient(conn)}
+}
+
+// TestDecisionLogSettings: decision_log.allowed_every logs one allow in N; decision_log.enabled
+// false logs nothing; sensitive.params and sensitive.key hash a configured param's values with
+// the configured key, the same hash on every replica.
+func TestDecisionLogSettings(t *testing.T) {
+	const key = "a key shared by every replica"
+	_, s := startWithEnv(t, "EXTAUTHZ_DECISION_LOG_ALLOWED_EVERY=2",
+		"EXTAUTHZ_SENSITIVE_PARAMS=user", "EXTAUTHZ_SENSITIVE_KEY="+key)
+	offProc, off := startWithEnv(t, "EXTAUTHZ_DECISION_LOG_ENABLED=false")
+	for _, svc := range []*service{s, off} {
+		for i := range 5 {
+			friend := req("GET", "/items?item_id=set-"+strconv.Itoa(i), "192.0.2.1", "x-origin", "web")
+			friend.Headers["x-request-id"] = []string{"rid-allow-" + strconv.Itoa(i)}
+			if got := checkCode(t, svc.check(t, friend)); got != 200 {
+				t.Fatalf("friend's Check = %d, want 200", got)
+			}
+		}
+		for i, id := range []string{"rid-user-1", "rid-user-2", "rid-user-3"} {
+			want := rlsv3.RateLimitResponse_OK
+			if i == 2 {
+				want = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			if got := svc.limit(t, limitRequest(t, downloadReq("alice", id), false)).GetOverallCode(); got != want {
+				t.Fatalf("download %s: %v, want %v", id, got, want)
+			}
+		}
+	}
+	var got map[string][]map[string]any
+	eventually(5*time.Second, func() bool { got = decisions(s); return len(got) >= 5 })
+	var ids []string
+	for id := range got {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	// 7 allows of both APIs (5 Checks, 2 downloads), the 1st, 3rd, 5th and 7th logged.
+	if want := []string{"rid-allow-0", "rid-allow-2", "rid-allow-4", "rid-user-2", "rid-user-3"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("every 2nd allow and the block: logged %v, want %v", ids, want)
+	}
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("alice"))
+	hash := "hmac:" + hex.EncodeToString(m.Sum(nil))[:32]
+	if b := got["rid-user-3"]; len(b) == 1 && b[0]["param"] == "user" && b[0]["value"] != hash {
+		t.Errorf("blocked user logged as %v, want %s", b[0]["value"], hash)
+	}
+	if hot := adminGet(t, s, "/hot"); !strings.Contains(hot, hash) || strings.Contains(hot, `"alice"`) {
+		t.Errorf("/hot shows user alice as something else than %s: %s", hash, hot)
+	}
+	// Every line the other process wrote comes before its last one, "stopped".
+	offProc.Stop(t)
+	if !eventually(5*time.Second, func() bool { return strings.Contains(off.logs.String(), `"msg":"stopped"`) }) {
+		t.Fatalf("decision_log.enabled false: no \"stopped\" logged:\n%s", off.logs.String())
+	}
+	if n := len(decisions(off)); n != 0 {
+		t.Errorf("decision_log.enabled false: %d decisions logged", n)
+	}
+}
+
+// TestTracing: with tracing.endpoint set, each call's span reaches the collector as a child of
+// the span Envoy sent: a traceparent in the CheckRequest's headers, B3 headers in the gRPC
+// metadata of ShouldRateLimit. The block's span carries its result.
+func TestTracing(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	p, s := startWithEnv(t, "EXTAUTHZ_TRACING_ENDPOINT="+rcv.addr, "EXTAUTHZ_TRACING_INSECURE=true")
 
 	const (
 		w3cTrace, w3cSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
