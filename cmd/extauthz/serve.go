@@ -93,8 +93,17 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		return nil, err
 	}
 
+	// Before the shared store, whose calls are spans of the decisions' traces.
+	s.tracing, err = tracing.New(context.Background(), tracing.Options{Endpoint: cfg.Tracing.Endpoint,
+		Insecure: cfg.Tracing.Insecure, SampleRatio: cfg.Tracing.SampleRatio})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+
 	rem, err := newRemote(cfg.Store.Redis, s.metrics)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
 	s.remote = rem
@@ -126,12 +135,6 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	if err != nil {
 		s.close()
 		return nil, err
-	}
-	s.tracing, err = tracing.New(context.Background(), tracing.Options{Endpoint: cfg.Tracing.Endpoint,
-		Insecure: cfg.Tracing.Insecure, SampleRatio: cfg.Tracing.SampleRatio})
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
 		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery), Tracer: s.tracing.Tracer()}
