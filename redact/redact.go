@@ -128,11 +128,15 @@ func (r *Redactor) Hash(value string) string {
 // Core wraps core so that every entry logged with a "param" string field has its "value"
 // string field shown through r.Value: a log line about a sensitive param never carries the
 // value in clear, whichever package wrote it. Fields added with With are left alone.
+//
+// The wrapper decides only by level, so it goes under any sampling: wrap the core that writes,
+// then sample the result (a sampler under it would be skipped).
 func (r *Redactor) Core(core zapcore.Core) zapcore.Core {
 	return &redactCore{Core: core, r: r}
 }
 
-// Logger returns log with its core wrapped by Core.
+// Logger returns log with its core wrapped by Core; sample the logger it returns, not the one
+// it is given.
 func (r *Redactor) Logger(log *zap.Logger) *zap.Logger {
 	return log.WithOptions(zap.WrapCore(r.Core))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -121,6 +122,32 @@ func TestCoreHashesSensitiveValues(t *testing.T) {
 			if strings.Contains(f.String, "sk-live") {
 				t.Errorf("field %s carries the value in clear", f.Key)
 			}
+		}
+	}
+}
+
+// Under a sampler, as Logger's doc says to compose them, the sampling still applies and every
+// entry written is redacted.
+func TestCoreUnderSampler(t *testing.T) {
+	r, _ := New(nil, testKey)
+	core, logs := observer.New(zapcore.InfoLevel)
+	dropped := 0
+	log := r.Logger(zap.New(core)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Hour, 3, 0, zapcore.SamplerHook(func(_ zapcore.Entry, d zapcore.SamplingDecision) {
+			if d&zapcore.LogDropped != 0 {
+				dropped++
+			}
+		}))
+	}))
+	for range 10 {
+		log.Info("blocked", zap.String("param", "api_key"), zap.String("value", "sk-live-42"))
+	}
+	if logs.Len() != 3 || dropped != 7 {
+		t.Errorf("%d entries written, %d dropped; want 3 and 7", logs.Len(), dropped)
+	}
+	for _, e := range logs.AllUntimed() {
+		if v := e.ContextMap()["value"]; v != r.Hash("sk-live-42") {
+			t.Errorf("value logged as %v", v)
 		}
 	}
 }

@@ -147,7 +147,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,
-		Logger:   red.Logger(sampled(log.Named("envoyapi"), s.metrics.LogDropped)),
+		Logger:   sampled(red.Logger(log.Named("envoyapi")), s.metrics.LogDropped),
 	})
 	s.grpc = grpc.NewServer(opts...)
 	api.Register(s.grpc)
