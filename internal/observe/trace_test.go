@@ -215,3 +215,26 @@ func TestSpanParentIsEnvoysSpan(t *testing.T) {
 		}
 	}
 }
+
+// With tracing off, the decision log still names the trace Envoy sent.
+func TestTraceIDLoggedWithTracingOff(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	c := serve(t, New(Options{Log: zap.New(core)}), &fakeAPI{decide: func(d *audit.Decision) { d.Result = "blocked" }})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "b3", b3Trace+"-"+b3Span+"-0")
+	if _, err := c.rls.ShouldRateLimit(ctx, limitRequest("resource", "r")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.rls.ShouldRateLimit(context.Background(), limitRequest("resource", "r")); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.AllUntimed()
+	if len(got) != 2 {
+		t.Fatalf("%d entries, want 2", len(got))
+	}
+	if id := got[0].ContextMap()["trace_id"]; id != b3Trace {
+		t.Errorf("trace_id %v, want %s", id, b3Trace)
+	}
+	if id, ok := got[1].ContextMap()["trace_id"]; ok {
+		t.Errorf("trace_id %v logged for a call without trace context", id)
+	}
+}
