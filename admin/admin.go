@@ -41,8 +41,8 @@ type Options struct {
 	// Remaining returns the whole tokens (or free slots) left now for value of the hot-param
 	// rule at index rule, if known; /hot and the console show null where it is nil or says no.
 	Remaining func(now time.Time, rule int, value string) (int64, bool)
-	// Redact turns a param's value into what /hot and the console show (e.g. a keyed hash of
-	// a sensitive one); nil shows values as they are.
+	// Redact turns a param's value into what /hot, /rules (the items of a rule) and the
+	// console show (e.g. a keyed hash of a sensitive one); nil shows values as they are.
 	Redact func(param, value string) string
 	// Now is the clock of the console and /hot; nil means time.Now.
 	Now func() time.Time
@@ -73,7 +73,7 @@ func New(opts Options) http.Handler {
 			if opts.LastError != nil {
 				last = opts.LastError()
 			}
-			writeJSON(w, http.StatusOK, rulesView(opts.Rules(), last))
+			writeJSON(w, http.StatusOK, rulesView(opts.Rules(), last, opts.Redact))
 		})
 	}
 	if opts.Top != nil {
@@ -188,7 +188,9 @@ type ParamRule struct {
 	Shadow          bool             `json:"shadow"`
 }
 
-func rulesView(set *rulestore.Set, last *rulestore.LoadError) Rules {
+// rulesView renders set and last; the values of the rules' items go through redact (when not
+// nil), as the values of /hot do.
+func rulesView(set *rulestore.Set, last *rulestore.LoadError, redact func(param, value string) string) Rules {
 	v := Rules{Warnings: []string{}, Authority: []AuthorityRule{}, ParamFlow: []ParamRule{}}
 	if last != nil {
 		v.LastError = &LastError{Time: last.Time, Message: last.Message}
@@ -207,7 +209,15 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError) Rules {
 		v.Authority = append(v.Authority, authorityView(r))
 	}
 	for _, r := range set.Rules.ParamFlow {
-		v.ParamFlow = append(v.ParamFlow, paramView(r))
+		p := paramView(r)
+		if redact != nil && len(p.Items) > 0 {
+			items := make(map[string]int64, len(p.Items))
+			for value, count := range p.Items {
+				items[redact(r.Param, value)] = count
+			}
+			p.Items = items
+		}
+		v.ParamFlow = append(v.ParamFlow, p)
 	}
 	return v
 }

@@ -138,7 +138,7 @@ func consoleView(opts Options, now time.Time) Console {
 	c := Console{
 		Time:          now,
 		WindowSeconds: int(metrics.Window / time.Second),
-		Rules:         rulesView(set, last),
+		Rules:         rulesView(set, last, opts.Redact),
 		Resources:     []ConsoleResource{},
 		Hot:           []HotRule{},
 	}

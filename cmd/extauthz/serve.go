@@ -29,9 +29,12 @@ import (
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/memlimit"
+	"github.com/extauthz/extauthz/internal/observe"
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
+	"github.com/extauthz/extauthz/tracing"
 )
 
 // serve runs the service with the settings of the parsed flags fs until ctx ends, then shuts
@@ -67,6 +70,7 @@ type service struct {
 	remote    *redisstore.Store  // nil without store.redis
 	etcd      *etcdrules.Watcher // nil without rules_etcd
 	closeEtcd func()
+	tracing   *tracing.Provider // nil until built
 	grpc      *grpc.Server
 	health    *health.Server
 	admin     *http.Server
@@ -84,8 +88,17 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		return nil, err
 	}
 
+	// Before the shared store, whose calls are spans of the decisions' traces.
+	s.tracing, err = tracing.New(context.Background(), tracing.Options{Endpoint: cfg.Tracing.Endpoint,
+		Insecure: cfg.Tracing.Insecure, SampleRatio: cfg.Tracing.SampleRatio})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+
 	rem, err := newRemote(cfg.Store.Redis, s.metrics)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
 	s.remote = rem
@@ -114,17 +127,29 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	}
 	s.metrics.SetResources(resources(store.Current()))
 
+	red, err := redact.New(cfg.Sensitive.Params, []byte(cfg.Sensitive.Key))
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("sensitive.key: %w", err)
+	}
+
 	opts, err := grpcOptions(cfg, log.Named("tls"))
 	if err != nil {
 		s.close()
 		return nil, err
 	}
+	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
+		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery), Tracer: s.tracing.Tracer()}
+	if cfg.DecisionLog.Enabled {
+		obs.Log = log.Named("decision")
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
 	api := envoyapi.New(envoyapi.Options{
 		Mapper:   mapper,
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,
-		Logger:   sampled(log.Named("envoyapi"), s.metrics.LogDropped),
+		Logger:   sampled(red.Logger(log.Named("envoyapi")), s.metrics.LogDropped),
 	})
 	s.grpc = grpc.NewServer(opts...)
 	api.Register(s.grpc)
@@ -142,6 +167,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 			Top:       s.top,
 			Traffic:   s.metrics.Snapshot,
 			PProf:     cfg.Admin.PProf,
+			Redact:    red.Value,
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -259,6 +285,14 @@ func (s *service) close() {
 		s.closeEtcd()
 		s.closeEtcd = nil
 	}
+	if s.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tracing.Shutdown(ctx); err != nil { // sends the spans still buffered
+			s.log.Warn("tracing: spans lost at shutdown", zap.Error(err))
+		}
+		cancel()
+		s.tracing = nil
+	}
 	if s.remote != nil {
 		s.remote.Close()
 		s.remote = nil
@@ -364,6 +398,9 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.String("redis_mode", cfg.Store.Redis.Mode),
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
 		zap.Strings("param_names", cfg.ParamNames),
+		zap.Strings("sensitive_params", cfg.Sensitive.Params),
+		zap.Bool("sensitive_key_set", cfg.Sensitive.Key != ""),
+		zap.String("tracing_endpoint", cfg.Tracing.Endpoint),
 	)
 }
 

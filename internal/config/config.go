@@ -15,6 +15,7 @@ import (
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -51,6 +52,34 @@ type Config struct {
 	Store      StoreConfig `json:"store"`
 	// RulesEtcd, when its endpoints are set, is where the rules come from instead of the file.
 	RulesEtcd etcdrules.Config `json:"rules_etcd"`
+	// Sensitive says which params' values are shown only as a keyed hash.
+	Sensitive SensitiveConfig `json:"sensitive"`
+	// DecisionLog is the log of each call's decision.
+	DecisionLog DecisionLogConfig `json:"decision_log"`
+	// Tracing sends a span per decision to an OpenTelemetry collector.
+	Tracing TracingConfig `json:"tracing"`
+}
+
+// TracingConfig is the OTLP/gRPC export of spans (package tracing): off while Endpoint is "".
+type TracingConfig struct {
+	Endpoint    string  `json:"endpoint"`     // collector, host:port
+	Insecure    bool    `json:"insecure"`     // plaintext instead of TLS
+	SampleRatio float64 `json:"sample_ratio"` // share of calls without Envoy's decision traced
+}
+
+// DecisionLogConfig says which decisions are logged (package internal/observe): every block
+// when Enabled, and one allowed call in AllowedEvery (0: none).
+type DecisionLogConfig struct {
+	Enabled      bool `json:"enabled"`
+	AllowedEvery int  `json:"allowed_every"`
+}
+
+// SensitiveConfig marks params whose values are secrets (package redact): besides the params
+// named like a credential, those listed in Params; their values are shown as HMAC-SHA256
+// hashes under Key (at least redact.MinKeyLen bytes; "" means a random key per process).
+type SensitiveConfig struct {
+	Params []string `json:"params"`
+	Key    string   `json:"key"`
 }
 
 // AdminConfig tunes the admin HTTP listener (its address is AdminAddr).
@@ -137,7 +166,10 @@ func Default() Config {
 			Fallback: "local",
 			Replicas: 1,
 		}},
-		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: etcdrules.DefaultDialTimeout},
+		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: etcdrules.DefaultDialTimeout},
+		Sensitive:   SensitiveConfig{Params: []string{}},
+		DecisionLog: DecisionLogConfig{Enabled: true},
+		Tracing:     TracingConfig{SampleRatio: 1},
 	}
 }
 
@@ -248,6 +280,25 @@ func (c *Config) Validate() error {
 	}
 	if c.RulesEtcd.Enabled() && c.RulesFile != "" && !c.RulesOptional {
 		add("rules_etcd.endpoints", "the rules come from rules_file or from rules_etcd, not both: unset rules_file")
+	}
+	for i, p := range c.Sensitive.Params {
+		if strings.TrimSpace(p) == "" {
+			add(fmt.Sprintf("sensitive.params[%d]", i), "must not be empty")
+		}
+	}
+	if k := c.Sensitive.Key; k != "" && len(k) < redact.MinKeyLen {
+		// The key itself is never repeated in an error.
+		add("sensitive.key", "must be at least %d bytes, not %d", redact.MinKeyLen, len(k))
+	}
+
+	if c.Tracing.Endpoint != "" {
+		checkAddr("tracing.endpoint", c.Tracing.Endpoint)
+	}
+	if r := c.Tracing.SampleRatio; !(r >= 0 && r <= 1) {
+		add("tracing.sample_ratio", "must be from 0 to 1, not %v", r)
+	}
+	if c.DecisionLog.AllowedEvery < 0 {
+		add("decision_log.allowed_every", "must not be negative, not %d", c.DecisionLog.AllowedEvery)
 	}
 
 	if len(errs) == 0 {

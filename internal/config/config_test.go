@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,10 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000},
 			Fallback: "local", Replicas: 1,
 		}},
-		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second},
+		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second},
+		Sensitive:   SensitiveConfig{Params: []string{}},
+		DecisionLog: DecisionLogConfig{Enabled: true},
+		Tracing:     TracingConfig{SampleRatio: 1},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -137,6 +141,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"int":           "7",
 		"bool":          "true",
 		"time.Duration": "42s",
+		"float64":       "0.5",
 		"[]string":      "a:1",
 	}
 	for _, k := range Keys() {
@@ -153,6 +158,9 @@ func TestEveryKeyFromEnv(t *testing.T) {
 			}
 			if val == "" {
 				val = "127.0.0.1:7" // valid for the address keys, any string for the others
+			}
+			if k.Type.Kind() == reflect.Bool { // a switch that is on by default is turned off
+				val = strconv.FormatBool(!reflect.ValueOf(Default()).FieldByIndex(k.index).Bool())
 			}
 			vars := map[string]string{k.Env: val}
 			if strings.HasPrefix(k.Name, "store.redis.") && k.Name != "store.redis.addrs" {
@@ -223,6 +231,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`shutdown_grace: "15" is not a duration: write a number with its unit, like 15s, 500ms or 2h (from EXTAUTHZ_SHUTDOWN_GRACE)`}},
 		{"wrong type", "grpc: {max_recv_msg_size: lots}\n", nil,
 			[]string{`grpc.max_recv_msg_size: want a whole number, got "lots" (from FILE)`}},
+		{"not a number from env", "", map[string]string{"EXTAUTHZ_TRACING_SAMPLE_RATIO": "half"},
+			[]string{`tracing.sample_ratio: want a number, got "half" (from EXTAUTHZ_TRACING_SAMPLE_RATIO)`}},
 		{"section as a value", "log: loud\n", nil,
 			[]string{`log: is a section (level, format), not a single value (from FILE)`}},
 		{"bad value with suggestion", "log: {level: inf}\n", nil,
@@ -408,6 +418,15 @@ func TestValidate(t *testing.T) {
 			c.Store.Redis.Addrs = []string{"a:1", "b:2"}
 		}, nil},
 		{"keepalive pings off", func(c *Config) { c.GRPC.Keepalive.Time = 0 }, nil},
+		{"sensitive param", func(c *Config) { c.Sensitive.Params = []string{"user", ""} }, []string{"sensitive.params[1]"}},
+		{"short sensitive key", func(c *Config) { c.Sensitive.Key = "hunter2" }, []string{"sensitive.key"}},
+		{"sensitive key", func(c *Config) { c.Sensitive.Key = "0123456789abcdef" }, nil},
+		{"allowed_every", func(c *Config) { c.DecisionLog.AllowedEvery = -1 }, []string{"decision_log.allowed_every"}},
+		{"tracing", func(c *Config) {
+			c.Tracing.Endpoint = "collector"
+			c.Tracing.SampleRatio = 1.5
+		}, []string{"tracing.endpoint", "tracing.sample_ratio"}},
+		{"tracing on", func(c *Config) { c.Tracing.Endpoint = "collector:4317" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -415,7 +415,7 @@ func reason(err error, k Key, val any) string {
 	if s, ok := val.(string); ok {
 		shown = fmt.Sprintf("%q", s)
 	}
-	if strings.Contains(k.Name, "password") {
+	if strings.Contains(k.Name, "password") || k.Name == "sensitive.key" {
 		shown = "(hidden)"
 	}
 	switch k.Type.Kind() {
@@ -423,6 +423,8 @@ func reason(err error, k Key, val any) string {
 		return "want a whole number, got " + shown
 	case reflect.Bool:
 		return "want true or false, got " + shown
+	case reflect.Float64:
+		return "want a number, got " + shown
 	case reflect.String:
 		return "want a single value, got " + shown
 	case reflect.Slice:

@@ -1,0 +1,251 @@
+// Package observe reports each decision of the Check and ShouldRateLimit calls: a gRPC server
+// interceptor gives every call an empty audit.Decision (which the decision path fills), and
+// once the handler returns, logs it (every block, and a sample of the allows) and ends the
+// call's trace span with it.
+//
+// The request id and the trace context come from what Envoy sends: the CheckRequest's HTTP
+// request (its id, its headers) and the gRPC metadata of either call. Only this package, besides
+// envoyapi and descriptors, reads Envoy's protos, and only to find those.
+package observe
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/tracing"
+)
+
+// API names, as the decision log's api field and the audit.Decision spell them.
+const (
+	APICheck     = "check"
+	APIRateLimit = "ratelimit"
+)
+
+// Results of audit.Decision that let the request through; every other result is a block (or
+// would have been one) and is always logged.
+const (
+	ResultAllowed   = "allowed"
+	ResultThrottled = "throttled"
+)
+
+// HeaderRequestID is Envoy's request id header, the key an access log joins on
+// (%REQ(X-REQUEST-ID)%).
+const HeaderRequestID = "x-request-id"
+
+// DefaultLeaseKey is the descriptor key whose value is the request id when Options.LeaseKey is
+// empty (descriptors.DefaultLeaseKey).
+const DefaultLeaseKey = "lease_id"
+
+// Options configure an Observer.
+type Options struct {
+	// Log receives the decision log at info; nil logs nothing.
+	Log *zap.Logger
+	// AllowedEvery logs one allowed call in AllowedEvery (the first, then every
+	// AllowedEvery-th); 0 logs none. Blocks are always logged.
+	AllowedEvery uint64
+	// Redact shows a param's value as the log and the trace may carry it; nil shows it as is.
+	Redact func(param, value string) string
+	// LeaseKey is the descriptor key naming a concurrency lease: Envoy's x-request-id, the
+	// request id of a ShouldRateLimit call whose metadata carries none. "" means
+	// DefaultLeaseKey.
+	LeaseKey string
+	// Tracer starts one span per call, a child of the trace context Envoy sent, ended with the
+	// decision as attributes; nil starts none (the trace id Envoy sent is still logged).
+	Tracer trace.Tracer
+	// Propagator reads Envoy's trace context; nil means tracing.Propagator (W3C and B3).
+	Propagator propagation.TextMapPropagator
+}
+
+// Observer reports decisions. It is safe for concurrent use.
+type Observer struct {
+	tracer       trace.Tracer
+	prop         propagation.TextMapPropagator
+	log          *zap.Logger
+	allowedEvery uint64
+	redact       func(param, value string) string
+	leaseKey     string
+	allowed      atomic.Uint64 // allowed calls seen, for the sampling
+}
+
+// New returns an Observer.
+func New(opts Options) *Observer {
+	o := &Observer{log: opts.Log, allowedEvery: opts.AllowedEvery, redact: opts.Redact, leaseKey: opts.LeaseKey,
+		tracer: opts.Tracer, prop: opts.Propagator}
+	if o.leaseKey == "" {
+		o.leaseKey = DefaultLeaseKey
+	}
+	if o.tracer == nil {
+		o.tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if o.prop == nil {
+		o.prop = tracing.Propagator()
+	}
+	return o
+}
+
+// Unary is the interceptor: for Check and ShouldRateLimit it puts an empty audit.Decision in
+// the call's context, runs the handler, and reports what the decision path recorded; other
+// methods pass through untouched.
+func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	var api string
+	switch info.FullMethod {
+	case authv3.Authorization_Check_FullMethodName:
+		api = APICheck
+	case rlsv3.RateLimitService_ShouldRateLimit_FullMethodName:
+		api = APIRateLimit
+	default:
+		return handler(ctx, req)
+	}
+	ctx, d := audit.NewContext(o.extract(ctx, req))
+	ctx, span := o.tracer.Start(ctx, strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
+	resp, err := handler(ctx, req)
+	o.complete(ctx, d, api, req, resp, err)
+	o.endSpan(span, d, err)
+	o.logDecision(d, span.SpanContext(), err)
+	return resp, err
+}
+
+// complete fills what the decision path left empty: the api, the request id, and a result
+// read from the answer (when the decision path recorded none).
+func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, req, resp any, err error) {
+	if d.API == "" {
+		d.API = api
+	}
+	if d.RequestID == "" {
+		d.RequestID = o.requestID(ctx, req)
+	}
+	if d.Result != "" {
+		return
+	}
+	if err != nil {
+		d.Result = "error"
+		return
+	}
+	switch r := resp.(type) {
+	case *authv3.CheckResponse:
+		if r.GetStatus().GetCode() == int32(codes.OK) {
+			d.Result = ResultAllowed
+		} else {
+			d.Result = "blocked"
+		}
+	case *rlsv3.RateLimitResponse:
+		if r.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			d.Result = "blocked"
+		} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			d.Result = ResultAllowed
+		}
+	}
+}
+
+// requestID is Envoy's x-request-id for the call: for Check, the HTTP request's id (Envoy
+// fills it from x-request-id) or its x-request-id header; for either call, the gRPC metadata's
+// x-request-id; for ShouldRateLimit, the value of the lease descriptor entry. "" when none.
+func (o *Observer) requestID(ctx context.Context, req any) string {
+	switch r := req.(type) {
+	case *authv3.CheckRequest:
+		h := r.GetAttributes().GetRequest().GetHttp()
+		if id := h.GetId(); id != "" {
+			return id
+		}
+		if id := checkHeader(h, HeaderRequestID); id != "" {
+			return id
+		}
+	}
+	if v := metadata.ValueFromIncomingContext(ctx, HeaderRequestID); len(v) > 0 && v[0] != "" {
+		return v[0]
+	}
+	if r, ok := req.(*rlsv3.RateLimitRequest); ok {
+		for _, desc := range r.GetDescriptors() {
+			for _, e := range desc.GetEntries() {
+				if e.GetKey() == o.leaseKey && e.GetValue() != "" {
+					return e.GetValue()
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// checkHeader is the value of the request header name (lower case), from the headers map or,
+// when Envoy sends raw headers (encode_raw_headers), the header map; the first one.
+func checkHeader(h *authv3.AttributeContext_HttpRequest, name string) string {
+	if v, ok := h.GetHeaders()[name]; ok {
+		return v
+	}
+	for _, hv := range h.GetHeaderMap().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), name) {
+			if raw := hv.GetRawValue(); len(raw) > 0 {
+				return string(raw)
+			}
+			return hv.GetValue()
+		}
+	}
+	return ""
+}
+
+// blocks reports whether d refused the request or would have (a dry run, a shadow rule).
+func blocks(d *audit.Decision) bool {
+	return d.Shadow || (d.Result != ResultAllowed && d.Result != ResultThrottled)
+}
+
+// logDecision writes d to the decision log: every block, one allow in allowedEvery.
+func (o *Observer) logDecision(d *audit.Decision, sc trace.SpanContext, err error) {
+	if o.log == nil || d.Result == "" {
+		return
+	}
+	if !blocks(d) {
+		if o.allowedEvery == 0 || (o.allowed.Add(1)-1)%o.allowedEvery != 0 {
+			return
+		}
+	}
+	ce := o.log.Check(zap.InfoLevel, "decision")
+	if ce == nil {
+		return
+	}
+	value := o.value(d)
+	fields := []zap.Field{
+		zap.String("api", d.API),
+		zap.String("request_id", d.RequestID),
+		zap.String("result", d.Result),
+		zap.String("reason", d.Reason),
+		zap.String("resource", d.Resource),
+		zap.String("rule", d.Rule),
+		zap.String("origin", d.Origin),
+		zap.String("param", d.Param),
+		zap.String("value", value),
+	}
+	if d.Shadow {
+		fields = append(fields, zap.Bool("shadow", true))
+	}
+	if d.Wait > 0 {
+		fields = append(fields, zap.Duration("wait", d.Wait))
+	}
+	if sc.HasTraceID() {
+		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
+	}
+	if err != nil {
+		fields = append(fields, zap.String("code", status.Code(err).String()))
+	}
+	ce.Write(fields...)
+}
+
+// value is d's value as it may be shown.
+func (o *Observer) value(d *audit.Decision) string {
+	if o.redact != nil && d.Value != "" {
+		return o.redact(d.Param, d.Value)
+	}
+	return d.Value
+}
