@@ -15,17 +15,17 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 
-	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/envoysim"
 )
 
 // req is an HTTP request as Envoy sees it: method, path with query, client IP, then header
 // name/value pairs (lower-case names).
-func req(method, path, client string, kv ...string) envoyconfig.Request {
+func req(method, path, client string, kv ...string) envoysim.Request {
 	h := map[string][]string{"x-request-id": {"e2e-" + strings.ReplaceAll(path, "/", "_")}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h[kv[i]] = append(h[kv[i]], kv[i+1])
 	}
-	return envoyconfig.Request{
+	return envoysim.Request{
 		Method:  method,
 		Path:    path,
 		Host:    "api.example:8080",
@@ -35,7 +35,7 @@ func req(method, path, client string, kv ...string) envoyconfig.Request {
 }
 
 // filters returns the two filters' configs from c.
-func filters(c *envoyconfig.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error) {
+func filters(c *envoysim.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error) {
 	var authz *extauthzv3.ExtAuthz
 	var rl *ratelimitv3.RateLimit
 	for _, f := range c.Managers[0].GetHttpFilters() {
@@ -57,13 +57,13 @@ func filters(c *envoyconfig.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimi
 }
 
 // check sends the CheckRequest Envoy would send for r, with the ext_authz filter's timeout.
-func (s *service) check(t testing.TB, r envoyconfig.Request) *authv3.CheckResponse {
+func (s *service) check(t testing.TB, r envoysim.Request) *authv3.CheckResponse {
 	t.Helper()
 	route, err := envoy.Match(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := envoyconfig.CheckRequest(route, r, time.Now())
+	cr, err := envoysim.CheckRequest(route, r, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (s *service) check(t testing.TB, r envoyconfig.Request) *authv3.CheckRespon
 // limitRequest builds the RateLimitRequest Envoy would send for r: the request-path
 // descriptors, or with streamDone those sent when the stream ends. It fails t when the route
 // produces none.
-func limitRequest(t testing.TB, r envoyconfig.Request, streamDone bool) *rlsv3.RateLimitRequest {
+func limitRequest(t testing.TB, r envoysim.Request, streamDone bool) *rlsv3.RateLimitRequest {
 	t.Helper()
 	route, err := envoy.Match(r)
 	if err != nil {
@@ -88,7 +88,7 @@ func limitRequest(t testing.TB, r envoyconfig.Request, streamDone bool) *rlsv3.R
 	if route == nil {
 		t.Fatalf("no route for %s %s", r.Method, r.Path)
 	}
-	ds, err := envoyconfig.Descriptors(route, r)
+	ds, err := envoysim.Descriptors(route, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func (s *service) limitErr(rr *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse
 }
 
 // allowed reports whether r passes the rate-limit path.
-func (s *service) allowed(t testing.TB, r envoyconfig.Request) bool {
+func (s *service) allowed(t testing.TB, r envoysim.Request) bool {
 	t.Helper()
 	return s.limit(t, limitRequest(t, r, false)).GetOverallCode() == rlsv3.RateLimitResponse_OK
 }

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"fmt"

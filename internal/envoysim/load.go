@@ -1,7 +1,7 @@
-// Package envoyconfig loads the Envoy bootstraps shipped with extauthz, checks them the way Envoy
+// Package envoysim loads the Envoy bootstraps shipped with extauthz, checks them the way Envoy
 // would before accepting them, and derives what Envoy sends to the service for a given request:
 // the rate-limit descriptors of a route and the ext_authz CheckRequest.
-package envoyconfig
+package envoysim
 
 import (
 	"errors"

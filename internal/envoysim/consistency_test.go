@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"bytes"
@@ -111,7 +111,7 @@ func samples() []sample {
 }
 
 func TestSampleDescriptors(t *testing.T) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,12 +295,12 @@ func sampleRequests() []Request {
 
 func loadAll(t *testing.T) (*Config, descriptors.Config, rulestore.Rules) {
 	t.Helper()
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := loadMapping(t, "extauthz.yaml")
-	rules, err := rulestore.Load("rules.yaml", rulestore.ParseOptions{})
+	m := loadMapping(t, shippedDir+"extauthz.yaml")
+	rules, err := rulestore.Load(shippedDir+"rules.yaml", rulestore.ParseOptions{})
 	if err != nil {
 		t.Fatalf("rules.yaml: %v", err)
 	}

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"net/netip"
@@ -218,7 +218,7 @@ func TestDescriptorProto(t *testing.T) {
 }
 
 func BenchmarkDescriptors(b *testing.B) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		b.Fatal(err)
 	}
