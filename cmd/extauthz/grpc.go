@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
@@ -24,6 +25,7 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgSize),
+		grpc.ForceServerCodecV2(envoyapi.NewCodec()), // invalid UTF-8 is decided on, not refused
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingAfter, Timeout: ka.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: ka.MinTime,

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/internal/envoysim"
+)
+
+// rawClients are clients that send strings as raw bytes, as Envoy does: Go's default codec
+// refuses to encode a proto3 string that is not UTF-8, Envoy's C++ does not check.
+func (s *service) rawClients(t *testing.T) (authv3.AuthorizationClient, rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(envoyapi.NewCodec())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return authv3.NewAuthorizationClient(conn), rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// TestInvalidUTF8IsDecided: a header or descriptor value that is not UTF-8 gets a decision on
+// its bytes, never a decode error (which Envoy's ratelimit filter, failing open, would turn into
+// an allow). Without the service's lenient codec every call here fails with Internal.
+func TestInvalidUTF8IsDecided(t *testing.T) {
+	rules, err := os.ReadFile(rulesYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, rules)
+	authz, rls := s.rawClients(t)
+
+	t.Run("ratelimit: a used-up value stays refused", func(t *testing.T) {
+		// GET:/items allows 5 a second with a burst of 2 per item: at most 7 in a row.
+		rr := limitRequest(t, itemReq("bad\xffitem"), false)
+		ok := 0
+		for i := 0; i < 20; i++ {
+			resp, err := rls.ShouldRateLimit(context.Background(), rr)
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+				ok++
+			}
+		}
+		if ok < 1 || ok > 7 {
+			t.Errorf("%d of 20 admitted for a value with an invalid byte, want 1..7", ok)
+		}
+		// Another invalid value is another value: its bucket is full.
+		resp, err := rls.ShouldRateLimit(context.Background(), limitRequest(t, itemReq("bad\xfeitem"), false))
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Errorf("a different invalid value: %v, %v; want OK (its own bucket)", resp.GetOverallCode(), err)
+		}
+	})
+
+	check := func(t *testing.T, kv ...string) int {
+		t.Helper()
+		r := req("GET", "/items?item_id=u", "192.0.2.40", kv...)
+		route, err := envoy.Match(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := envoysim.CheckRequest(route, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := authz.Check(context.Background(), cr)
+		if err != nil {
+			t.Fatalf("Check with %q: %v", kv, err)
+		}
+		return checkCode(t, resp)
+	}
+	t.Run("ext_authz: a legitimate request with a non-UTF-8 header passes", func(t *testing.T) {
+		if got := check(t, "x-origin", "web", "x-note", "caf\xe9"); got != 200 {
+			t.Errorf("Check = %d, want 200", got)
+		}
+	})
+	t.Run("ext_authz: a non-UTF-8 origin is not on the white list", func(t *testing.T) {
+		if got := check(t, "x-origin", "web\xff"); got != 403 {
+			t.Errorf("Check = %d, want 403", got)
+		}
+	})
+}
