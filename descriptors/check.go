@@ -25,7 +25,8 @@ func (m *Mapper) Check(req *authv3.CheckRequest) (Entry, error) {
 
 // CheckInto maps an ext_authz check request into e, reusing the capacity of e.Params and of
 // their Values. The resource is the route's context extension "resource" when set, else the
-// template; the origin is the first origin source that yields a value; a param whose source
+// template, whose {path} is normalised (NormalizePath) and {method} upper-cased, as are the
+// path and method sources; the origin is the first origin source that yields a value; a param whose source
 // yields nothing is left out. Params come in name order. Strings in e may share memory with req.
 //
 // It returns a *RequestError wrapping ErrNoAttributes when req has no HTTP request,
@@ -109,9 +110,9 @@ func (m *Mapper) expand(v *view) string {
 func (m *Mapper) single(v *view, p part) string {
 	switch p.kind {
 	case fromMethod:
-		return v.http.GetMethod()
+		return upperASCII(v.http.GetMethod())
 	case fromPath:
-		return pathOnly(v.http.GetPath())
+		return NormalizePath(v.http.GetPath())
 	case fromHost:
 		return v.http.GetHost()
 	}
@@ -134,9 +135,9 @@ func (m *Mapper) values(dst []string, v *view, src source) ([]string, error) {
 	case fromHost:
 		dst = appendValue(dst, v.http.GetHost(), src.split)
 	case fromMethod:
-		dst = appendValue(dst, v.http.GetMethod(), src.split)
+		dst = appendValue(dst, upperASCII(v.http.GetMethod()), src.split)
 	case fromPath:
-		dst = appendValue(dst, pathOnly(v.http.GetPath()), src.split)
+		dst = appendValue(dst, NormalizePath(v.http.GetPath()), src.split)
 	case fromPrincipal:
 		dst = appendValue(dst, v.attrs.GetSource().GetPrincipal(), src.split)
 	case fromExtension:

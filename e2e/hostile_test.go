@@ -90,3 +90,46 @@ func TestInvalidUTF8IsDecided(t *testing.T) {
 		}
 	})
 }
+
+// TestPathVariantsHitTheRule: spellings of a path that an origin server resolves to the same
+// path hit the rule written for it, with Envoy's normalisation off (the service does not rely
+// on it). Without the service's normalisation every variant is allowed.
+func TestPathVariantsHitTheRule(t *testing.T) {
+	s := newService(t, []byte(`authority:
+  - resource: "GET:/admin/users"
+    strategy: black
+    origins: [intruder]
+`))
+	for _, p := range []string{"/admin/users", "/admin/user%73", "//admin//users", "/admin/./users",
+		"/x/../admin/users", "/admin/%75sers?x=1", "/admin\\users", "admin/users"} {
+		for _, method := range []string{"GET", "get"} {
+			r := req(method, p, "192.0.2.41", "x-origin", "intruder")
+			cr, err := envoysim.CheckRequest(nil, r, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checkCode(t, s.checkRaw(t, cr)); got != 403 {
+				t.Errorf("%s %s from the black-listed origin: %d, want 403", method, p, got)
+			}
+		}
+	}
+	// An encoded slash is data, not a separator: another path (the shipped Envoy refuses it).
+	r := req("GET", "/admin%2Fusers", "192.0.2.41", "x-origin", "intruder")
+	cr, err := envoysim.CheckRequest(nil, r, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checkCode(t, s.checkRaw(t, cr)); got != 200 {
+		t.Errorf("GET /admin%%2Fusers: %d, want 200 (another resource)", got)
+	}
+}
+
+// checkRaw sends cr as it is.
+func (s *service) checkRaw(t *testing.T, cr *authv3.CheckRequest) *authv3.CheckResponse {
+	t.Helper()
+	resp, err := s.authz.Check(context.Background(), cr)
+	if err != nil {
+		t.Fatalf("Check %s: %v", cr.GetAttributes().GetRequest().GetHttp().GetPath(), err)
+	}
+	return resp
+}
