@@ -30,8 +30,10 @@ func (m *Mapper) Check(req *authv3.CheckRequest) (Entry, error) {
 // yields nothing is left out. Params come in name order. Strings in e may share memory with req.
 //
 // It returns a *RequestError wrapping ErrNoAttributes when req has no HTTP request,
-// ErrValueTooLong for a resource, origin or value longer than MaxLen, and ErrTooManyValues for
-// a param with more than MaxValues values.
+// ErrValueTooLong for a resource longer than MaxLen, and, for an origin or param that a rule on
+// the resource reads (every one, unless the mapper was built WithUses), ErrValueTooLong for a
+// value longer than MaxLen and ErrTooManyValues for more than MaxValues values. An origin or
+// param over a limit that no rule reads is left out.
 func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 	attrs := req.GetAttributes()
 	http := attrs.GetRequest().GetHttp()
@@ -55,15 +57,15 @@ func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 	for _, src := range m.origin {
 		vals, err := m.values(buf[:0], &v, src)
 		if err != nil {
-			return &RequestError{Field: "origin", Descriptor: -1, Err: err}
+			if m.uses == nil || m.uses.UsesOrigin(e.Resource) {
+				return &RequestError{Field: "origin", Descriptor: -1, Err: err}
+			}
+			break // no rule reads the origin: none
 		}
 		if len(vals) > 0 {
 			e.Origin = vals[0]
 			break
 		}
-	}
-	if len(e.Origin) > MaxLen {
-		return &RequestError{Field: "origin", Descriptor: -1, Err: ErrValueTooLong}
 	}
 
 	for _, p := range m.params {
@@ -75,8 +77,11 @@ func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 		}
 		vals, err := m.values(params[n].Values[:0], &v, p.src)
 		if err != nil {
-			e.Params = params[:n]
-			return &RequestError{Field: "params." + p.name, Descriptor: -1, Err: err}
+			if m.uses == nil || m.uses.UsesParam(e.Resource, p.name) {
+				e.Params = params[:n]
+				return &RequestError{Field: "params." + p.name, Descriptor: -1, Err: err}
+			}
+			vals = vals[:0] // no rule reads the param: left out
 		}
 		if len(vals) == 0 {
 			params[n].Values = vals

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/internal/envoysim"
+	"github.com/extauthz/extauthz/internal/testbin"
 )
 
 // rawClients are clients that send strings as raw bytes, as Envoy does: Go's default codec
@@ -132,4 +136,77 @@ func (s *service) checkRaw(t *testing.T, cr *authv3.CheckRequest) *authv3.CheckR
 		t.Fatalf("Check %s: %v", cr.GetAttributes().GetRequest().GetHttp().GetPath(), err)
 	}
 	return resp
+}
+
+// startWith runs the binary on a service config and rules of the test's own (addresses from
+// flags), and returns an ext_authz client to it.
+func startWith(t *testing.T, config, rules string) authv3.AuthorizationClient {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, rulesPath := filepath.Join(dir, "extauthz.yaml"), filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rulesPath, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testbin.Start(t, testbin.Options{Binary: binary, Dir: dir, Args: []string{"serve",
+		"--config", cfg, "--rules", rulesPath, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}})
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return authv3.NewAuthorizationClient(conn)
+}
+
+// TestOversizedSourceRefusesOnlyItsRules: a cookie over descriptors.MaxLen or a query parameter
+// repeated more than descriptors.MaxValues times is refused (400) only on a resource with a
+// rule that reads it; every other route decides as usual. Without the rule-aware mapping every
+// one of these requests is answered 400.
+func TestOversizedSourceRefusesOnlyItsRules(t *testing.T) {
+	authz := startWith(t, `
+authz:
+  origin: [{from: cookie, name: sid}]
+  params:
+    tag: {from: query, name: tag}
+`, `
+authority:
+  - {resource: "GET:/guarded", strategy: white, origins: [s1]}
+param_flow:
+  - {resource: "GET:/tagged", param: tag, grade: qps, count: 100, duration: 1s}
+`)
+	bigCookie := "sid=" + strings.Repeat("c", descriptors.MaxLen+1)
+	manyTags := "?" + strings.Repeat("tag=t&", descriptors.MaxValues+1)
+	tests := []struct {
+		name   string
+		path   string
+		cookie string
+		want   int
+	}{
+		{"big cookie, no rule reads the origin", "/free", bigCookie, 200},
+		{"big cookie, a rule reads the origin", "/guarded", bigCookie, 400},
+		{"big cookie on a rule that reads only tag", "/tagged?tag=a", bigCookie, 200},
+		{"65 tags, no rule reads tag", "/free" + manyTags, "", 200},
+		{"65 tags where the origin is read, not tag", "/guarded" + manyTags, "sid=s1", 200},
+		{"65 tags, a rule reads tag", "/tagged" + manyTags, "", 400},
+		{"the white list still holds", "/guarded", "sid=s2", 403},
+	}
+	for _, tt := range tests {
+		var kv []string
+		if tt.cookie != "" {
+			kv = []string{"cookie", tt.cookie}
+		}
+		cr, err := envoysim.CheckRequest(nil, req("GET", tt.path, "192.0.2.42", kv...), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := authz.Check(context.Background(), cr)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := checkCode(t, resp); got != tt.want {
+			t.Errorf("%s: Check = %d, want %d (%s)", tt.name, got, tt.want, resp.GetDeniedResponse().GetBody())
+		}
+	}
 }

@@ -118,7 +118,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		return nil, err
 	}
 	api := envoyapi.New(envoyapi.Options{
-		Mapper:   mapper,
+		Mapper:   mapper.WithUses(ruleUses{current: store.Current}),
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,
