@@ -102,7 +102,7 @@ func samples() []sample {
 		{"download", get("/downloads/file.bin", hdr("x-origin", "web", "x-user-id", "u1", "x-request-id", "rid-1")), "downloads",
 			[]Descriptor{
 				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}},
-				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}, HitsAddend: 1, IsNegativeHits: true, OnStreamDone: true},
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}, HitsAddend: 1, HasHitsAddend: true, IsNegativeHits: true, OnStreamDone: true},
 			}},
 		{"report", get("/reports", hdr("x-origin", "ops", "x-api-key", "k1")), "reports", nil},
 		{"POST to a GET route", Request{Method: "POST", Path: "/items?item_id=1", Host: "localhost", Remote: ip}, "", nil},
