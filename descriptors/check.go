@@ -277,25 +277,40 @@ func appendCookie(dst []string, h, name, sep string) []string {
 	return dst
 }
 
-// clientIP is the source address, or with trusted hops the x-forwarded-for entry that many
-// from the right when it is an IP address.
+// clientIP is the client address Envoy's connection manager settles on with
+// xff_num_trusted_hops = trusted_hops (ConnectionManagerUtility::mutateRequestHeaders): with 0
+// the TCP peer, which is the CheckRequest's source address (CheckRequestUtils::
+// setAttrContextPeer), never x-forwarded-for; with N > 0 the entry Utility::
+// getLastAddressFromXFF(xff, N-1) picks from the x-forwarded-for Envoy received. The service
+// sees that header after Envoy appended its peer, so here N entries are skipped from the right
+// and the next one taken. Too few entries, or one that is not an IP address: the peer, as in
+// Envoy. (This assumes Envoy appends to x-forwarded-for: use_remote_address true, the default
+// skip_xff_append false.)
 func (m *Mapper) clientIP(v *view) string {
 	if m.hops > 0 {
-		xff := header(v.http, "x-forwarded-for")
-		for n := 1; xff != ""; n++ {
-			i := strings.LastIndexByte(xff, ',')
-			hop := strings.TrimSpace(xff[i+1:])
-			if n == m.hops {
-				if _, err := netip.ParseAddr(hop); err == nil {
-					return hop
-				}
-				break
-			}
-			if i < 0 {
-				break
-			}
-			xff = xff[:i]
+		if a, ok := xffEntry(header(v.http, "x-forwarded-for"), m.hops); ok {
+			return a
 		}
 	}
 	return v.attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()
+}
+
+// xffEntry skips skip entries of xff from the right and returns the next one, trimmed, when it
+// is an IP address (without a zone), in its canonical form.
+func xffEntry(xff string, skip int) (string, bool) {
+	for i := 0; i < skip; i++ {
+		j := strings.LastIndexByte(xff, ',')
+		if j < 0 {
+			return "", false
+		}
+		xff = xff[:j]
+	}
+	if j := strings.LastIndexByte(xff, ','); j >= 0 {
+		xff = xff[j+1:]
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(xff))
+	if err != nil || a.Zone() != "" {
+		return "", false
+	}
+	return a.String(), true
 }

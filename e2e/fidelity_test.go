@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimitcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/extauthz/extauthz/internal/envoysim"
+)
+
+// TestTrustedHopsIsXffNumTrustedHops: with authz.trusted_hops N and Envoy's
+// xff_num_trusted_hops N, the service's client_ip is the address Envoy itself settled on
+// (ConnectionManagerUtility::mutateRequestHeaders): the TCP peer for 0, the entry N-1 from the
+// right of the x-forwarded-for Envoy received otherwise. Each run white-lists exactly the
+// address Envoy picked, so any other pick is refused. Before the fix the service read the
+// x-forwarded-for Envoy forwards (with the peer appended) one hop short.
+func TestTrustedHopsIsXffNumTrustedHops(t *testing.T) {
+	const peer = "192.0.2.60"
+	received := "203.0.113.7, 198.51.100.2"
+	want := map[int]string{0: peer, 1: "198.51.100.2", 2: "203.0.113.7", 3: peer}
+	for hops := 0; hops <= 3; hops++ {
+		t.Run(fmt.Sprintf("hops=%d", hops), func(t *testing.T) {
+			c, err := envoysim.Load(envoyYAML)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Managers[0].XffNumTrustedHops = uint32(hops)
+			authz, _, err := c.Filters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The mapping reads x-forwarded-for when trusted_hops > 0: it must be sent.
+			authz.AllowedHeaders.Patterns = append(authz.AllowedHeaders.Patterns,
+				&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x-forwarded-for"}})
+			if err := setExtAuthz(c, authz); err != nil {
+				t.Fatal(err)
+			}
+			r := req("GET", "/items?item_id=th", peer, "x-forwarded-for", received)
+			st, err := c.Accept(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Client.String(); got != want[hops] {
+				t.Fatalf("envoysim picks %s, want %s: the emulation is off", got, want[hops])
+			}
+			if got := st.Request.Headers["x-forwarded-for"][0]; got != "203.0.113.7, 198.51.100.2,"+peer {
+				t.Fatalf("x-forwarded-for after Envoy = %q", got)
+			}
+			client := startWith(t, "authz:\n  origin: [{from: client_ip}]\n  trusted_hops: "+strconv.Itoa(hops)+"\n",
+				"authority:\n  - {resource: \"GET:/items\", strategy: white, origins: [\""+want[hops]+"\"]}\n")
+			cr, err := c.CheckRequest(st, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cr.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress(); got != peer {
+				t.Errorf("CheckRequest source = %s, want the TCP peer %s", got, peer)
+			}
+			resp, err := client.Check(context.Background(), cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checkCode(t, resp); got != 200 {
+				t.Errorf("Check = %d, want 200: the service's client_ip is not Envoy's %s (%s)", got, want[hops], resp.GetDeniedResponse().GetBody())
+			}
+			// Another client behind the same proxies is refused: the pick is not a constant.
+			other := req("GET", "/items?item_id=th", "192.0.2.61", "x-forwarded-for", "203.0.113.8, 198.51.100.3")
+			ost, err := c.Accept(other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ocr, err := c.CheckRequest(ost, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err = client.Check(context.Background(), ocr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checkCode(t, resp); got != 403 {
+				t.Errorf("another client: Check = %d, want 403", got)
+			}
+		})
+	}
+}
+
+// TestConnectionManagerHeaders: what Envoy's connection manager does before any filter reaches
+// the service with exact values: the client's x-request-id replaced on an edge request, the
+// peer appended to x-forwarded-for, x-forwarded-proto and x-envoy-external-address set, the
+// stream id and protocol in the CheckRequest, and only allowed_headers sent.
+func TestConnectionManagerHeaders(t *testing.T) {
+	r := req("GET", "/items?item_id=cm", "192.0.2.62", "x-origin", "web", "x-forwarded-for", "203.0.113.9",
+		"x-forwarded-proto", "https", "x-envoy-retry-on", "5xx", "cookie", "session=secret")
+	r.Headers["x-request-id"] = []string{"client-chosen"}
+	st, err := envoy.Accept(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := st.Request.Headers
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	for name, want := range map[string]string{
+		"x-forwarded-for":          "203.0.113.9,192.0.2.62",
+		"x-forwarded-proto":        "http", // xff_num_trusted_hops 0: the client's value is not trusted
+		"x-envoy-external-address": "192.0.2.62",
+	} {
+		if got := h[name]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if got := h["x-request-id"]; len(got) != 1 || !uuid.MatchString(got[0]) {
+		t.Errorf("x-request-id = %q, want a fresh UUID in place of the client's", got)
+	}
+	if _, ok := h["x-envoy-retry-on"]; ok {
+		t.Error("x-envoy-retry-on from an external client reached the filters")
+	}
+	if st.Client != netip.MustParseAddr("192.0.2.62") {
+		t.Errorf("client = %v, want the peer", st.Client)
+	}
+
+	cr := checkRequest(t, r)
+	http := cr.GetAttributes().GetRequest().GetHttp()
+	if http.GetId() == "" || http.GetId() == "client-chosen" {
+		t.Errorf("CheckRequest id = %q, want the stream id", http.GetId())
+	}
+	if http.GetProtocol() != "HTTP/1.1" || http.GetScheme() != "http" {
+		t.Errorf("protocol %q scheme %q, want HTTP/1.1 and http", http.GetProtocol(), http.GetScheme())
+	}
+	if len(http.GetHeaders()) != 1 || http.GetHeaders()["x-origin"] != "web" {
+		t.Errorf("CheckRequest headers = %v, want only x-origin (allowed_headers)", http.GetHeaders())
+	}
+
+	// The service answers the derived request as it should.
+	s := sharedService(t)
+	if got := checkCode(t, s.check(t, r)); got != 200 {
+		t.Errorf("Check = %d, want 200", got)
+	}
+	// The lease id of the concurrency route is the id Envoy generated, in the acquire and in
+	// the release alike.
+	dl := req("GET", "/downloads/f.bin", "192.0.2.62", "x-origin", "web", "x-user-id", "cm-u")
+	acquire, release := limitRequest(t, dl, false), limitRequest(t, dl, true)
+	id := accept(t, dl).Request.Headers["x-request-id"][0]
+	for name, rr := range map[string][]string{"acquire": entryValues(acquire.GetDescriptors()[0].GetEntries(), "lease_id"),
+		"release": entryValues(release.GetDescriptors()[0].GetEntries(), "lease_id")} {
+		if len(rr) != 1 || rr[0] != id || !uuid.MatchString(id) {
+			t.Errorf("%s lease_id = %q, want Envoy's x-request-id %q", name, rr, id)
+		}
+	}
+}
+
+// setExtAuthz puts f back as the ext_authz filter of c's first connection manager.
+func setExtAuthz(c *envoysim.Config, f *extauthzv3.ExtAuthz) error {
+	for _, hf := range c.Managers[0].GetHttpFilters() {
+		if hf.GetTypedConfig().MessageIs(f) {
+			a, err := anypb.New(f)
+			if err != nil {
+				return err
+			}
+			hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}
+			return nil
+		}
+	}
+	return fmt.Errorf("no ext_authz filter")
+}
+
+// entryValues returns the values of key among es.
+func entryValues(es []*ratelimitcommonv3.RateLimitDescriptor_Entry, key string) []string {
+	var out []string
+	for _, e := range es {
+		if e.GetKey() == key {
+			out = append(out, e.GetValue())
+		}
+	}
+	return out
+}
+
+// TestLostReleaseHoldsUntilLease: Envoy does not send the stream-done release when the
+// downstream resets while the rate-limit call is in flight, and never retries a release that
+// fails. Such a lost release costs the slot until the rule's lease ends: refused before, free
+// after.
+func TestLostReleaseHoldsUntilLease(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	s := newService(t, []byte(`
+authority:
+  - {resource: "GET:/downloads", strategy: white, origins: [web]}
+param_flow:
+  - {resource: "GET:/downloads", param: user, grade: concurrency, count: 1, lease: 1500ms}
+`))
+	dl := func(n int) envoysim.Request {
+		r := req("GET", "/downloads/f.bin", "192.0.2.63", "x-origin", "web", "x-user-id", "lost-u")
+		r.Headers["x-request-id"] = []string{"lost-" + strconv.Itoa(n)} // one stream per n
+		return r
+	}
+	start := time.Now()
+	if !s.allowed(t, dl(1)) {
+		t.Fatal("the first download is refused")
+	}
+	// Its release is lost: never sent. The slot stays taken.
+	if s.allowed(t, dl(2)) {
+		t.Fatal("a second download is admitted while the first holds the only slot")
+	}
+	n := 3
+	if !eventually(lease+3*time.Second, func() bool { n++; return s.allowed(t, dl(n)) }) {
+		t.Fatalf("the slot was not freed %v after the lease of %v", time.Since(start), lease)
+	}
+	if held := time.Since(start); held < lease-100*time.Millisecond {
+		t.Errorf("the slot was freed after %v, before the lease of %v ended", held, lease)
+	}
+	// dl(n) holds the slot now; with its release sent, the slot frees at once.
+	if s.allowed(t, dl(100)) {
+		t.Fatal("admitted while dl(n) holds the slot")
+	}
+	if got := s.limit(t, limitRequest(t, dl(n), true)).GetOverallCode(); got != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("release: %v", got)
+	}
+	if !s.allowed(t, dl(101)) {
+		t.Error("refused right after the holder's release")
+	}
+}
