@@ -259,12 +259,19 @@ func unescape(s string) string {
 	return u
 }
 
-// appendCookie appends the values of the cookie name in a Cookie header.
+// appendCookie appends the values of the cookie name in a Cookie header. Pairs are separated
+// by ";" and also by ",": Envoy joins repeated cookie headers (HTTP/1.1 clients sending several,
+// or several header_map entries) with "," in the CheckRequest, and a cookie value cannot hold
+// a "," (RFC 6265 4.1.1), so every cookie sent is found whichever way it was split.
 func appendCookie(dst []string, h, name, sep string) []string {
 	start := len(dst)
 	for h != "" && len(dst)-start <= MaxValues {
 		var c string
-		c, h, _ = strings.Cut(h, ";")
+		if i := strings.IndexAny(h, ";,"); i >= 0 {
+			c, h = h[:i], h[i+1:]
+		} else {
+			c, h = h, ""
+		}
 		k, val, ok := strings.Cut(strings.TrimSpace(c), "=")
 		if !ok || k != name {
 			continue

@@ -226,3 +226,72 @@ param_flow:
 		t.Error("refused right after the holder's release")
 	}
 }
+
+// TestRepeatedHeadersAndSplitCookies: Envoy joins a repeated header's values with "," in the
+// CheckRequest's headers (CheckRequestUtils::setHttpRequest), or sends one header_map entry
+// each under encode_raw_headers; a cookie sent in several cookie headers is one cookie list to
+// the service either way, and a repeated header split on "," yields every value.
+func TestRepeatedHeadersAndSplitCookies(t *testing.T) {
+	client := startWith(t, `
+authz:
+  origin: [{from: cookie, name: sid}]
+  params:
+    tag: {from: header, name: x-tag, split: ","}
+`, `
+authority:
+  - {resource: "GET:/items", strategy: white, origins: [s1]}
+param_flow:
+  - {resource: "GET:/items", param: tag, grade: qps, count: 1, duration: 1h}
+`)
+	for _, raw := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encode_raw_headers=%v", raw), func(t *testing.T) {
+			c, err := envoysim.Load(envoyYAML)
+			if err != nil {
+				t.Fatal(err)
+			}
+			authz, _, err := c.Filters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range []string{"cookie", "x-tag"} {
+				authz.AllowedHeaders.Patterns = append(authz.AllowedHeaders.Patterns,
+					&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h}})
+			}
+			authz.EncodeRawHeaders = raw
+			if err := setExtAuthz(c, authz); err != nil {
+				t.Fatal(err)
+			}
+			check := func(kv ...string) (int, string) {
+				t.Helper()
+				st, err := c.Accept(req("GET", "/items?item_id=rh", "192.0.2.64", kv...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cr, err := c.CheckRequest(st, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !raw {
+					if got := cr.GetAttributes().GetRequest().GetHttp().GetHeaders()["cookie"]; kv[1] == "a=1" && got != "a=1,sid=s1; b=2" {
+						t.Errorf("cookie in the CheckRequest = %q, want the two headers joined with \",\"", got)
+					}
+				}
+				resp, err := client.Check(context.Background(), cr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return checkCode(t, resp), resp.GetDeniedResponse().GetBody()
+			}
+			tag := "t-" + strconv.FormatBool(raw)
+			if got, body := check("cookie", "a=1", "cookie", "sid=s1; b=2", "x-tag", tag+"a", "x-tag", tag+"b"); got != 200 {
+				t.Fatalf("split cookies and a repeated header: Check = %d, want 200 (%s)", got, body)
+			}
+			// Both values of the repeated header were counted: each is used up now.
+			for _, v := range []string{tag + "a", tag + "b"} {
+				if got, _ := check("cookie", "sid=s1", "x-tag", v); got != 429 {
+					t.Errorf("x-tag %s again: Check = %d, want 429", v, got)
+				}
+			}
+		})
+	}
+}

@@ -295,6 +295,11 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 	for _, h := range hopByHop {
 		delete(r.Headers, h)
 	}
+	if len(r.Headers["cookie"]) > 1 && r.Protocol != "HTTP/1.1" && r.Protocol != "HTTP/1.0" {
+		// HTTP/2 and HTTP/3 cookie crumbs are put back together by the codec; how is not
+		// modelled. Over HTTP/1 each cookie header stays an entry of its own.
+		return errors.New("several cookie headers over " + r.Protocol + ": not modelled")
+	}
 	// A repeated x-forwarded-for is one header to Envoy, joined with commas.
 	xff, hadXFF := r.Headers["x-forwarded-for"]
 	received := strings.Join(xff, ",")
