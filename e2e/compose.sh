@@ -58,6 +58,15 @@ c=$(code '/items?item_id=sh-a')
 c=$(code '/items?item_id=sh-a' -H 'x-origin: web')
 [ "$c" = 200 ] && pass "listed origin gets 200" || fail "listed origin: got $c, want 200"
 
+# Spellings of a path are one path: Envoy normalises it (normalize_path, merge_slashes) before
+# routing, so the white list of GET:/items holds for each; an encoded slash is refused (400).
+for p in '/x/../items?item_id=sh-a' '//items?item_id=sh-a' '/it%65ms?item_id=sh-a' '/./items?item_id=sh-a'; do
+	c=$(code "$p" --path-as-is -H 'x-origin: stranger')
+	[ "$c" = 403 ] && pass "$p from an unlisted origin gets 403" || fail "$p: got $c, want 403"
+done
+c=$(code '/items%2Fx?item_id=sh-a' --path-as-is -H 'x-origin: web')
+[ "$c" = 400 ] && pass "encoded slash gets 400" || fail "encoded slash: got $c, want 400"
+
 # Per-item limit: 5 a second plus a burst of 2. Twelve quick requests must hit the limit, and
 # the 429 must say when to retry and what the limit is.
 ok=0 last=
