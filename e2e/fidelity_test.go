@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -294,4 +295,77 @@ param_flow:
 			}
 		})
 	}
+}
+
+// TestEnvoyReplies: the service's answers to derived requests, turned into what the client gets
+// as Envoy's filters do (envoysim.RateLimitReply, CheckReply): statuses, bodies and header
+// values.
+func TestEnvoyReplies(t *testing.T) {
+	s := sharedService(t)
+	r := itemReq("replies-1")
+	ds, err := envoy.Descriptors(accept(t, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := regexp.MustCompile(`^([0-9]+), ([0-9]+);w=1(;name="[^"]*")?$`)
+	var last envoysim.Reply
+	admitted := 0
+	for i := 0; i < 20; i++ {
+		reply, err := envoy.RateLimitReply(ds, s.limit(t, limitRequest(t, r, false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = reply
+		if reply.Status != 0 {
+			break
+		}
+		admitted++
+		h := reply.ClientHeaders
+		if m := limit.FindStringSubmatch(first(h, "x-ratelimit-limit")); m == nil || m[1] != m[2] {
+			t.Errorf("allowed: x-ratelimit-limit %q, want \"N, N;w=1[;name=...]\"", first(h, "x-ratelimit-limit"))
+		}
+		if _, err := strconv.Atoi(first(h, "x-ratelimit-remaining")); err != nil {
+			t.Errorf("allowed: x-ratelimit-remaining %q", first(h, "x-ratelimit-remaining"))
+		}
+	}
+	if last.Status != 429 || admitted < 1 || admitted > 7 {
+		t.Fatalf("%d admitted, then status %d; want 1..7 then 429", admitted, last.Status)
+	}
+	h := last.ClientHeaders
+	for name, want := range map[string]string{"x-ratelimit-remaining": "0", "x-envoy-ratelimited": "true", "content-type": "application/json"} {
+		if got := first(h, name); got != want {
+			t.Errorf("429: %s = %q, want %q", name, got, want)
+		}
+	}
+	if reset, err := strconv.Atoi(first(h, "x-ratelimit-reset")); err != nil || reset < 0 || reset > 1 {
+		t.Errorf("429: x-ratelimit-reset %q, want 0 or 1 (whole seconds of a 1s rule)", first(h, "x-ratelimit-reset"))
+	}
+	if ra, err := strconv.Atoi(first(h, "retry-after")); err != nil || ra < 1 {
+		t.Errorf("429: retry-after %q, want whole seconds >= 1", first(h, "retry-after"))
+	}
+	var b blockBody
+	if err := json.Unmarshal([]byte(last.Body), &b); err != nil || b.Blocked != "param_flow" || b.Param != "item_id" || b.Value != "replies-1" {
+		t.Errorf("429 body %q", last.Body)
+	}
+
+	// ext_authz: a denial is the client's answer.
+	reply, err := envoy.CheckReply(s.check(t, req("GET", "/items?item_id=replies-2", "192.0.2.65", "x-origin", "stranger")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(reply.Body), &b); reply.Status != 403 || err != nil || b.Blocked != "authority" || b.Origin != "stranger" {
+		t.Errorf("denied Check: status %d body %q", reply.Status, reply.Body)
+	}
+	reply, err = envoy.CheckReply(s.check(t, req("GET", "/items?item_id=replies-2", "192.0.2.65", "x-origin", "web")))
+	if err != nil || reply.Status != 0 {
+		t.Errorf("allowed Check: %+v, %v", reply, err)
+	}
+}
+
+// first is the first value of name in h, or "".
+func first(h map[string][]string, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
