@@ -316,6 +316,21 @@ func TestConfigsAgree(t *testing.T) {
 	for _, e := range consistency(c, m, rules, sampleRequests()) {
 		t.Error(e)
 	}
+	// Every sample passes the shipped connection manager, and its route's descriptors derive
+	// from the stream as from the bare request.
+	for _, r := range sampleRequests() {
+		st, err := c.Accept(r)
+		if err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+			continue
+		}
+		if _, err := c.Descriptors(st); err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+		}
+		if _, err := c.CheckRequest(st, time.Now()); err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+		}
+	}
 	// ext_authz must also outlast any throttle wait it can hit.
 	var authz extauthzv3.ExtAuthz
 	if err := c.Managers[0].GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(&authz); err != nil {
