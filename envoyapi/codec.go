@@ -32,17 +32,15 @@ import (
 // the real message with each string holding the bytes as sent. Encoding falls back the same
 // way, so an answer that echoes such bytes (a header value) is sent rather than failing.
 type Codec struct {
-	mu      sync.Mutex
-	mirrors map[protoreflect.FullName]protoreflect.MessageType
+	mirrors sync.Map   // protoreflect.FullName -> protoreflect.MessageType, built once each
+	build   sync.Mutex // serialises building a mirror
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
 
 // NewCodec returns a Codec; register it with grpc.ForceServerCodecV2 (or a client's
 // grpc.ForceCodecV2).
-func NewCodec() *Codec {
-	return &Codec{mirrors: map[protoreflect.FullName]protoreflect.MessageType{}}
-}
+func NewCodec() *Codec { return &Codec{} }
 
 // Name is "proto": the codec replaces the default one for the same content subtype.
 func (*Codec) Name() string { return "proto" }
@@ -122,10 +120,13 @@ func (c *Codec) lenientMarshal(m proto.Message) ([]byte, error) {
 // mirror returns (building it once) the mirror type of md: the same messages with every string
 // field of a proto3 file typed bytes and every map entry of a proto3 file a plain message.
 func (c *Codec) mirror(md protoreflect.MessageDescriptor) (protoreflect.MessageType, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if mt, ok := c.mirrors[md.FullName()]; ok {
-		return mt, nil
+	if mt, ok := c.mirrors.Load(md.FullName()); ok {
+		return mt.(protoreflect.MessageType), nil
+	}
+	c.build.Lock()
+	defer c.build.Unlock()
+	if mt, ok := c.mirrors.Load(md.FullName()); ok {
+		return mt.(protoreflect.MessageType), nil
 	}
 	set := &descriptorpb.FileDescriptorSet{}
 	seen := map[string]bool{}
@@ -161,7 +162,7 @@ func (c *Codec) mirror(md protoreflect.MessageDescriptor) (protoreflect.MessageT
 		return nil, fmt.Errorf("mirror of %s: not a message", md.FullName())
 	}
 	mt := dynamicpb.NewMessageType(mmd)
-	c.mirrors[md.FullName()] = mt
+	c.mirrors.Store(md.FullName(), mt)
 	return mt, nil
 }
 

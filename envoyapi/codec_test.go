@@ -1,6 +1,7 @@
 package envoyapi
 
 import (
+	"errors"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -159,5 +160,31 @@ func BenchmarkCodecUnmarshal(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestCodecConcurrent: the first fallbacks race to build the mirror; every decode is right.
+func TestCodecConcurrent(t *testing.T) {
+	c := NewCodec()
+	data, err := NewCodec().Marshal(codecRateLimitRequest("x\xff"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := data.Materialize()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var m rlsv3.RateLimitRequest
+			err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &m)
+			if err == nil && m.GetDescriptors()[0].GetEntries()[1].GetValue() != "x\xff" {
+				err = errors.New("value changed: " + m.GetDescriptors()[0].GetEntries()[1].GetValue())
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
