@@ -163,3 +163,14 @@ func FuzzTemplate(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkNormalizePath(b *testing.B) {
+	for _, p := range []string{"/admin/users?x=1", "/x/../admin/./user%73//list"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				NormalizePath(p)
+			}
+		})
+	}
+}
