@@ -62,6 +62,11 @@ func (c *Config) Accept(req Request) (*Stream, error) {
 	if r.Protocol == "" {
 		r.Protocol = "HTTP/1.1"
 	}
+	if r.Protocol == "HTTP/1.0" && !m.GetHttpProtocolOptions().GetAcceptHttp_10() {
+		// The HTTP/1 codec (ServerConnectionImpl::checkProtocolVersion) answers
+		// HTTP/1.0 with 426 Upgrade Required unless http_protocol_options.accept_http_10.
+		return nil, &LocalReply{Code: 426, Reason: "HTTP/1.0 without accept_http_10"}
+	}
 	if err := normalizePath(m, &r); err != nil {
 		return nil, err
 	}
@@ -329,11 +334,12 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 			r.Scheme = r.scheme()
 		}
 	}
-	// Internal: no x-forwarded-for before ours and an internal address. With no
-	// internal_address_config (refused otherwise) Envoy 1.40's default is legacy: RFC 1918,
-	// loopback and unique-local addresses are internal. Our model is kept to external clients.
+	// Internal: no x-forwarded-for before ours and an internal address. Which addresses the
+	// default internal_address_config counts as internal has changed across Envoy releases
+	// (private ranges, or none): a request that may be internal is not modelled, so the model
+	// stays with the external clients an edge Envoy serves.
 	if !hadXFF && (client.IsPrivate() || client.IsLoopback()) {
-		return fmt.Errorf("an internal request (peer %s with the default internal_address_config): not modelled", client)
+		return fmt.Errorf("a request that may be internal (peer %s, default internal_address_config): not modelled", client)
 	}
 	s.Client, s.Edge = client, true
 	for _, h := range internalOnly {

@@ -175,6 +175,13 @@ func TestAcceptPaths(t *testing.T) {
 			t.Errorf("Accept(%q) = %v, want a 400 local reply", in, err)
 		}
 	}
+	// The HTTP/1 codec refuses HTTP/1.0 (426) unless accept_http_10.
+	old := external("GET", "/items")
+	old.Protocol = "HTTP/1.0"
+	var lr *LocalReply
+	if _, err := c.Accept(old); !errors.As(err, &lr) || lr.Code != 426 {
+		t.Errorf("HTTP/1.0: %v, want a 426 local reply", err)
+	}
 	// The query is not part of the path: an encoded slash there passes.
 	if _, err := c.Accept(external("GET", "/items?next=%2Fhome")); err != nil {
 		t.Errorf("encoded slash in the query: %v", err)
@@ -198,7 +205,7 @@ func TestAcceptRefusesWhatItDoesNotModel(t *testing.T) {
 			m.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT
 		}, external("GET", "/"), "UNESCAPE_AND_REDIRECT"},
 		{"a loopback peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/", Remote: netip.MustParseAddrPort("127.0.0.1:1")}, "loopback"},
-		{"an internal peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/", Remote: netip.MustParseAddrPort("10.1.1.1:1")}, "internal request"},
+		{"an internal peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/", Remote: netip.MustParseAddrPort("10.1.1.1:1")}, "may be internal"},
 		{"no peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/"}, "peer"},
 		{"split cookies over HTTP/2", func(*hcmv3.HttpConnectionManager) {}, func() Request {
 			r := external("GET", "/", "cookie", "a=1", "cookie", "b=2")
