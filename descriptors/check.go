@@ -25,12 +25,15 @@ func (m *Mapper) Check(req *authv3.CheckRequest) (Entry, error) {
 
 // CheckInto maps an ext_authz check request into e, reusing the capacity of e.Params and of
 // their Values. The resource is the route's context extension "resource" when set, else the
-// template; the origin is the first origin source that yields a value; a param whose source
+// template, whose {path} is normalised (NormalizePath) and {method} upper-cased, as are the
+// path and method sources; the origin is the first origin source that yields a value; a param whose source
 // yields nothing is left out. Params come in name order. Strings in e may share memory with req.
 //
 // It returns a *RequestError wrapping ErrNoAttributes when req has no HTTP request,
-// ErrValueTooLong for a resource, origin or value longer than MaxLen, and ErrTooManyValues for
-// a param with more than MaxValues values.
+// ErrValueTooLong for a resource longer than MaxLen, and, for an origin or param that a rule on
+// the resource reads (every one, unless the mapper was built WithUses), ErrValueTooLong for a
+// value longer than MaxLen and ErrTooManyValues for more than MaxValues values. An origin or
+// param over a limit that no rule reads is left out.
 func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 	attrs := req.GetAttributes()
 	http := attrs.GetRequest().GetHttp()
@@ -54,15 +57,15 @@ func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 	for _, src := range m.origin {
 		vals, err := m.values(buf[:0], &v, src)
 		if err != nil {
-			return &RequestError{Field: "origin", Descriptor: -1, Err: err}
+			if m.uses == nil || m.uses.UsesOrigin(e.Resource) {
+				return &RequestError{Field: "origin", Descriptor: -1, Err: err}
+			}
+			break // no rule reads the origin: none
 		}
 		if len(vals) > 0 {
 			e.Origin = vals[0]
 			break
 		}
-	}
-	if len(e.Origin) > MaxLen {
-		return &RequestError{Field: "origin", Descriptor: -1, Err: ErrValueTooLong}
 	}
 
 	for _, p := range m.params {
@@ -74,8 +77,11 @@ func (m *Mapper) CheckInto(e *Entry, req *authv3.CheckRequest) error {
 		}
 		vals, err := m.values(params[n].Values[:0], &v, p.src)
 		if err != nil {
-			e.Params = params[:n]
-			return &RequestError{Field: "params." + p.name, Descriptor: -1, Err: err}
+			if m.uses == nil || m.uses.UsesParam(e.Resource, p.name) {
+				e.Params = params[:n]
+				return &RequestError{Field: "params." + p.name, Descriptor: -1, Err: err}
+			}
+			vals = vals[:0] // no rule reads the param: left out
 		}
 		if len(vals) == 0 {
 			params[n].Values = vals
@@ -109,9 +115,9 @@ func (m *Mapper) expand(v *view) string {
 func (m *Mapper) single(v *view, p part) string {
 	switch p.kind {
 	case fromMethod:
-		return v.http.GetMethod()
+		return upperASCII(v.http.GetMethod())
 	case fromPath:
-		return pathOnly(v.http.GetPath())
+		return NormalizePath(v.http.GetPath())
 	case fromHost:
 		return v.http.GetHost()
 	}
@@ -134,9 +140,9 @@ func (m *Mapper) values(dst []string, v *view, src source) ([]string, error) {
 	case fromHost:
 		dst = appendValue(dst, v.http.GetHost(), src.split)
 	case fromMethod:
-		dst = appendValue(dst, v.http.GetMethod(), src.split)
+		dst = appendValue(dst, upperASCII(v.http.GetMethod()), src.split)
 	case fromPath:
-		dst = appendValue(dst, pathOnly(v.http.GetPath()), src.split)
+		dst = appendValue(dst, NormalizePath(v.http.GetPath()), src.split)
 	case fromPrincipal:
 		dst = appendValue(dst, v.attrs.GetSource().GetPrincipal(), src.split)
 	case fromExtension:
@@ -253,12 +259,19 @@ func unescape(s string) string {
 	return u
 }
 
-// appendCookie appends the values of the cookie name in a Cookie header.
+// appendCookie appends the values of the cookie name in a Cookie header. Pairs are separated
+// by ";" and also by ",": Envoy joins repeated cookie headers (HTTP/1.1 clients sending several,
+// or several header_map entries) with "," in the CheckRequest, and a cookie value cannot hold
+// a "," (RFC 6265 4.1.1), so every cookie sent is found whichever way it was split.
 func appendCookie(dst []string, h, name, sep string) []string {
 	start := len(dst)
 	for h != "" && len(dst)-start <= MaxValues {
 		var c string
-		c, h, _ = strings.Cut(h, ";")
+		if i := strings.IndexAny(h, ";,"); i >= 0 {
+			c, h = h[:i], h[i+1:]
+		} else {
+			c, h = h, ""
+		}
 		k, val, ok := strings.Cut(strings.TrimSpace(c), "=")
 		if !ok || k != name {
 			continue
@@ -271,25 +284,40 @@ func appendCookie(dst []string, h, name, sep string) []string {
 	return dst
 }
 
-// clientIP is the source address, or with trusted hops the x-forwarded-for entry that many
-// from the right when it is an IP address.
+// clientIP is the client address Envoy's connection manager settles on with
+// xff_num_trusted_hops = trusted_hops (ConnectionManagerUtility::mutateRequestHeaders): with 0
+// the TCP peer, which is the CheckRequest's source address (CheckRequestUtils::
+// setAttrContextPeer), never x-forwarded-for; with N > 0 the entry Utility::
+// getLastAddressFromXFF(xff, N-1) picks from the x-forwarded-for Envoy received. The service
+// sees that header after Envoy appended its peer, so here N entries are skipped from the right
+// and the next one taken. Too few entries, or one that is not an IP address: the peer, as in
+// Envoy. (This assumes Envoy appends to x-forwarded-for: use_remote_address true, the default
+// skip_xff_append false.)
 func (m *Mapper) clientIP(v *view) string {
 	if m.hops > 0 {
-		xff := header(v.http, "x-forwarded-for")
-		for n := 1; xff != ""; n++ {
-			i := strings.LastIndexByte(xff, ',')
-			hop := strings.TrimSpace(xff[i+1:])
-			if n == m.hops {
-				if _, err := netip.ParseAddr(hop); err == nil {
-					return hop
-				}
-				break
-			}
-			if i < 0 {
-				break
-			}
-			xff = xff[:i]
+		if a, ok := xffEntry(header(v.http, "x-forwarded-for"), m.hops); ok {
+			return a
 		}
 	}
 	return v.attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()
+}
+
+// xffEntry skips skip entries of xff from the right and returns the next one, trimmed, when it
+// is an IP address (without a zone), in its canonical form.
+func xffEntry(xff string, skip int) (string, bool) {
+	for i := 0; i < skip; i++ {
+		j := strings.LastIndexByte(xff, ',')
+		if j < 0 {
+			return "", false
+		}
+		xff = xff[:j]
+	}
+	if j := strings.LastIndexByte(xff, ','); j >= 0 {
+		xff = xff[j+1:]
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(xff))
+	if err != nil || a.Zone() != "" {
+		return "", false
+	}
+	return a.String(), true
 }

@@ -76,6 +76,30 @@ type Mapper struct {
 	resourceKey string
 	originKey   string
 	leaseKey    string
+	// uses says which sources the rules in force read; nil: every source is needed.
+	uses Uses
+}
+
+// Uses tells the mapping which parts of a check request the rules in force read, so that a
+// source over a limit (a value longer than MaxLen, more than MaxValues values) refuses only
+// the requests whose rules read it. Its methods must be safe for concurrent use; they are
+// called only for a source over a limit.
+type Uses interface {
+	// UsesOrigin reports whether some rule on resource reads the origin (an authority rule).
+	UsesOrigin(resource string) bool
+	// UsesParam reports whether some rule on resource reads param.
+	UsesParam(resource, param string) bool
+}
+
+// WithUses returns a copy of m that consults u for a source over a limit: a source no rule on
+// the request's resource reads is left out, and the request is mapped and decided as if it did
+// not carry it; only a source that a rule on the resource reads refuses the request (with the
+// *RequestError CheckInto returns), since that rule cannot be decided on a value the mapping
+// will not carry. Without WithUses every source over a limit refuses the request.
+func (m *Mapper) WithUses(u Uses) *Mapper {
+	c := *m
+	c.uses = u
+	return &c
 }
 
 // New validates cfg and compiles it. Every problem found is returned, each a *ConfigError

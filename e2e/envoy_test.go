@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,17 +16,19 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 
-	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/envoysim"
 )
 
-// req is an HTTP request as Envoy sees it: method, path with query, client IP, then header
-// name/value pairs (lower-case names).
-func req(method, path, client string, kv ...string) envoyconfig.Request {
+// req is an HTTP request as it reaches Envoy: method, path with query, the TCP peer's IP, then
+// header name/value pairs (lower-case names). Envoy's connection manager replaces its
+// x-request-id (an edge request gets a new one); the one set here names the request for the
+// test: identical requests are one stream (see accept).
+func req(method, path, client string, kv ...string) envoysim.Request {
 	h := map[string][]string{"x-request-id": {"e2e-" + strings.ReplaceAll(path, "/", "_")}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h[kv[i]] = append(h[kv[i]], kv[i+1])
 	}
-	return envoyconfig.Request{
+	return envoysim.Request{
 		Method:  method,
 		Path:    path,
 		Host:    "api.example:8080",
@@ -35,38 +38,52 @@ func req(method, path, client string, kv ...string) envoyconfig.Request {
 }
 
 // filters returns the two filters' configs from c.
-func filters(c *envoyconfig.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error) {
-	var authz *extauthzv3.ExtAuthz
-	var rl *ratelimitv3.RateLimit
-	for _, f := range c.Managers[0].GetHttpFilters() {
-		m, err := f.GetTypedConfig().UnmarshalNew()
-		if err != nil {
-			return nil, nil, err
-		}
-		switch v := m.(type) {
-		case *extauthzv3.ExtAuthz:
-			authz = v
-		case *ratelimitv3.RateLimit:
-			rl = v
-		}
+func filters(c *envoysim.Config) (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error) {
+	authz, rl, err := c.Filters()
+	if err == nil && (authz == nil || rl == nil) {
+		err = fmt.Errorf("%s lacks the ext_authz or the ratelimit filter", c.File)
 	}
-	if authz == nil || rl == nil {
-		return nil, nil, fmt.Errorf("%s lacks the ext_authz or the ratelimit filter", c.File)
+	return authz, rl, err
+}
+
+// streams holds the stream of each request sent so far, by the request's every field: a test
+// that sends the same request again (a request's stream-done release after its acquire) means
+// the same stream, with the same stream id and x-request-id.
+var streams sync.Map // string -> *envoysim.Stream
+
+// accept is the stream Envoy's connection manager makes of r (the same one for an identical
+// request).
+func accept(t testing.TB, r envoysim.Request) *envoysim.Stream {
+	t.Helper()
+	key := fmt.Sprintf("%+v", r)
+	if s, ok := streams.Load(key); ok {
+		return s.(*envoysim.Stream)
 	}
-	return authz, rl, nil
+	s, err := envoy.Accept(r)
+	if err != nil {
+		t.Fatalf("Envoy does not pass %s %s to its filters: %v", r.Method, r.Path, err)
+	}
+	got, _ := streams.LoadOrStore(key, s)
+	return got.(*envoysim.Stream)
+}
+
+// checkRequest is the CheckRequest Envoy's ext_authz filter sends for r.
+func checkRequest(t testing.TB, r envoysim.Request) *authv3.CheckRequest {
+	t.Helper()
+	cr, err := envoy.CheckRequest(accept(t, r), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr == nil {
+		t.Fatalf("ext_authz is disabled for %s %s", r.Method, r.Path)
+	}
+	return cr
 }
 
 // check sends the CheckRequest Envoy would send for r, with the ext_authz filter's timeout.
-func (s *service) check(t testing.TB, r envoyconfig.Request) *authv3.CheckResponse {
+func (s *service) check(t testing.TB, r envoysim.Request) *authv3.CheckResponse {
 	t.Helper()
-	route, err := envoy.Match(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := envoyconfig.CheckRequest(route, r, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cr := checkRequest(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), authzFilter.GetGrpcService().GetTimeout().AsDuration())
 	defer cancel()
 	resp, err := s.authz.Check(ctx, cr)
@@ -79,16 +96,13 @@ func (s *service) check(t testing.TB, r envoyconfig.Request) *authv3.CheckRespon
 // limitRequest builds the RateLimitRequest Envoy would send for r: the request-path
 // descriptors, or with streamDone those sent when the stream ends. It fails t when the route
 // produces none.
-func limitRequest(t testing.TB, r envoyconfig.Request, streamDone bool) *rlsv3.RateLimitRequest {
+func limitRequest(t testing.TB, r envoysim.Request, streamDone bool) *rlsv3.RateLimitRequest {
 	t.Helper()
-	route, err := envoy.Match(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if route == nil {
+	st := accept(t, r)
+	if st.Route == nil {
 		t.Fatalf("no route for %s %s", r.Method, r.Path)
 	}
-	ds, err := envoyconfig.Descriptors(route, r)
+	ds, err := envoy.Descriptors(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +113,7 @@ func limitRequest(t testing.TB, r envoyconfig.Request, streamDone bool) *rlsv3.R
 		}
 	}
 	if len(out.Descriptors) == 0 {
-		t.Fatalf("route %q produces no descriptors for %s %s (stream done %v)", route.GetName(), r.Method, r.Path, streamDone)
+		t.Fatalf("route %q produces no descriptors for %s %s (stream done %v)", st.Route.GetName(), r.Method, r.Path, streamDone)
 	}
 	return out
 }
@@ -121,7 +135,7 @@ func (s *service) limitErr(rr *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse
 }
 
 // allowed reports whether r passes the rate-limit path.
-func (s *service) allowed(t testing.TB, r envoyconfig.Request) bool {
+func (s *service) allowed(t testing.TB, r envoysim.Request) bool {
 	t.Helper()
 	return s.limit(t, limitRequest(t, r, false)).GetOverallCode() == rlsv3.RateLimitResponse_OK
 }

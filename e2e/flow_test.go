@@ -10,7 +10,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/envoysim"
 )
 
 // TestThrottle: POST:/orders spaces one user's orders 100ms apart and refuses at once an order
@@ -70,7 +70,7 @@ func TestThrottle(t *testing.T) {
 
 // downloadReq is a download by user; its x-request-id (Envoy sets one on every request) is
 // "dl-" + user unless id is given.
-func downloadReq(user string, id ...string) envoyconfig.Request {
+func downloadReq(user string, id ...string) envoysim.Request {
 	r := req("GET", "/downloads/f.bin", "192.0.2.6", "x-origin", "web", "x-user-id", user)
 	r.Headers["x-request-id"] = []string{"dl-" + user}
 	if len(id) > 0 {

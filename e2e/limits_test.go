@@ -9,7 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/envoysim"
 )
 
 // blockBody is the JSON body the service puts in a denied answer.
@@ -27,7 +27,7 @@ func TestAuthorityCheck(t *testing.T) {
 	withPrincipal.Principal = "web"
 	tests := []struct {
 		name string
-		r    envoyconfig.Request
+		r    envoysim.Request
 		want int
 	}{
 		{"white-listed origin", req("GET", "/items?item_id=a-1", "192.0.2.1", "x-origin", "web"), 200},
@@ -63,7 +63,7 @@ func TestAuthorityRateLimit(t *testing.T) {
 	s := sharedService(t)
 	tests := []struct {
 		name string
-		r    envoyconfig.Request
+		r    envoysim.Request
 		want rlsv3.RateLimitResponse_Code
 	}{
 		{"white-listed origin", req("GET", "/items?item_id=ar-1", "192.0.2.2", "x-origin", "web"), rlsv3.RateLimitResponse_OK},
@@ -81,13 +81,13 @@ func TestAuthorityRateLimit(t *testing.T) {
 }
 
 // itemReq is a request for item on GET /items from a white-listed origin.
-func itemReq(item string) envoyconfig.Request {
+func itemReq(item string) envoysim.Request {
 	return req("GET", "/items?item_id="+item, "192.0.2.3", "x-origin", "web")
 }
 
 // admitted sends n rate-limit calls for r one after another and counts the OK answers; it
 // returns the last response and how long the calls took.
-func admitted(t *testing.T, s *service, r envoyconfig.Request, n int) (int, *rlsv3.RateLimitResponse, time.Duration) {
+func admitted(t *testing.T, s *service, r envoysim.Request, n int) (int, *rlsv3.RateLimitResponse, time.Duration) {
 	t.Helper()
 	rr := limitRequest(t, r, false)
 	ok := 0
@@ -104,7 +104,7 @@ func admitted(t *testing.T, s *service, r envoyconfig.Request, n int) (int, *rls
 
 // untilRefused sends calls for r, at most n, until one is refused; it returns how many were
 // admitted, the last response and how long the calls took.
-func untilRefused(t *testing.T, s *service, r envoyconfig.Request, n int) (int, *rlsv3.RateLimitResponse, time.Duration) {
+func untilRefused(t *testing.T, s *service, r envoysim.Request, n int) (int, *rlsv3.RateLimitResponse, time.Duration) {
 	t.Helper()
 	rr := limitRequest(t, r, false)
 	ok := 0

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	envoyconfig "github.com/extauthz/extauthz/envoy-config"
+	"github.com/extauthz/extauthz/internal/envoysim"
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
@@ -39,8 +39,8 @@ const (
 )
 
 var (
-	binary string              // the built service, set by TestMain
-	envoy  *envoyconfig.Config // the routes the requests are derived from
+	binary string           // the built service, set by TestMain
+	envoy  *envoysim.Config // the routes the requests are derived from
 	// The filters of envoy.yaml: their domain and timeouts are used for every call.
 	authzFilter *extauthzv3.ExtAuthz
 	rlFilter    *ratelimitv3.RateLimit
@@ -71,7 +71,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	if envoy, err = envoyconfig.Load(envoyYAML); err != nil {
+	if envoy, err = envoysim.Load(envoyYAML); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}

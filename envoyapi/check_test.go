@@ -43,7 +43,7 @@ func TestCheckSources(t *testing.T) {
 		{"client_ip", descriptors.Source{From: "client_ip"}, 0,
 			httpReq{addr: "10.1.2.3"}, "10.1.2.3"},
 		{"client_ip trusted hop", descriptors.Source{From: "client_ip"}, 1,
-			httpReq{addr: "10.1.2.3", headers: map[string]string{"x-forwarded-for": "9.9.9.9, 203.0.113.9"}}, "203.0.113.9"},
+			httpReq{addr: "10.1.2.3", headers: map[string]string{"x-forwarded-for": "9.9.9.9, 203.0.113.9,10.1.2.3"}}, "203.0.113.9"},
 		{"host", descriptors.Source{From: "host"}, 0, httpReq{host: "shop.example"}, "shop.example"},
 		{"method", descriptors.Source{From: "method"}, 0, httpReq{method: "DELETE"}, "DELETE"},
 		{"path", descriptors.Source{From: "path"}, 0, httpReq{path: "/a/b?c=d"}, "/a/b"},

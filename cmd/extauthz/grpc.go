@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
@@ -28,6 +29,7 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error
 		// Bounds the goroutines and memory one connection can hold (a throttled call waits
 		// in its stream); clients queue further calls until a stream ends.
 		grpc.MaxConcurrentStreams(uint32(cfg.GRPC.MaxConcurrentStreams)),
+		grpc.ForceServerCodecV2(envoyapi.NewCodec()), // invalid UTF-8 is decided on, not refused
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingAfter, Timeout: ka.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: ka.MinTime,

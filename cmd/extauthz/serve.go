@@ -145,7 +145,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
 	api := envoyapi.New(envoyapi.Options{
-		Mapper:   mapper,
+		Mapper:   mapper.WithUses(ruleUses{current: store.Current}),
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,

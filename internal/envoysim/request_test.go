@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"net/netip"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestCheckRequest(t *testing.T) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"fmt"
@@ -18,6 +18,12 @@ import (
 // domain first, then "*"), or nil. Path, prefix, path_separated_prefix and safe_regex paths and
 // header matchers are modelled; a route using another matcher is an error.
 func (c *Config) Match(req Request) (*routev3.Route, error) {
+	_, r, err := c.match(req)
+	return r, err
+}
+
+// match returns the virtual host and the route Match selects.
+func (c *Config) match(req Request) (*routev3.VirtualHost, *routev3.Route, error) {
 	host, _, _ := strings.Cut(strings.ToLower(req.Host), ":")
 	for _, m := range c.Managers {
 		vhs := m.GetRouteConfig().GetVirtualHosts()
@@ -39,14 +45,14 @@ func (c *Config) Match(req Request) (*routev3.Route, error) {
 		for _, r := range chosen.GetRoutes() {
 			ok, err := routeMatch(r.GetMatch(), req)
 			if err != nil {
-				return nil, fmt.Errorf("route %q: %w", r.GetName(), err)
+				return nil, nil, fmt.Errorf("route %q: %w", r.GetName(), err)
 			}
 			if ok {
-				return r, nil
+				return chosen, r, nil
 			}
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 func routeMatch(m *routev3.RouteMatch, req Request) (bool, error) {

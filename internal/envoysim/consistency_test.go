@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func samples() []sample {
 		{"download", get("/downloads/file.bin", hdr("x-origin", "web", "x-user-id", "u1", "x-request-id", "rid-1")), "downloads",
 			[]Descriptor{
 				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}},
-				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}, HitsAddend: 1, IsNegativeHits: true, OnStreamDone: true},
+				{Entries: []Entry{{"resource", "GET:/downloads"}, {"origin", "web"}, {"user", "u1"}, {"lease_id", "rid-1"}}, HitsAddend: 1, HasHitsAddend: true, IsNegativeHits: true, OnStreamDone: true},
 			}},
 		{"report", get("/reports", hdr("x-origin", "ops", "x-api-key", "k1")), "reports", nil},
 		{"POST to a GET route", Request{Method: "POST", Path: "/items?item_id=1", Host: "localhost", Remote: ip}, "", nil},
@@ -111,7 +111,7 @@ func samples() []sample {
 }
 
 func TestSampleDescriptors(t *testing.T) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +260,7 @@ func consistency(c *Config, m descriptors.Config, rules rulestore.Rules, reqs []
 		errs = append(errs, fmt.Sprintf("ratelimit timeout %v does not exceed the longest throttle wait %v", rl.GetTimeout().AsDuration(), longestWait))
 	}
 	sort.Strings(errs)
+	errs = append(errs, allowedHeaderErrors(c, m)...)
 	return dedupe(errs)
 }
 
@@ -295,12 +296,12 @@ func sampleRequests() []Request {
 
 func loadAll(t *testing.T) (*Config, descriptors.Config, rulestore.Rules) {
 	t.Helper()
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := loadMapping(t, "extauthz.yaml")
-	rules, err := rulestore.Load("rules.yaml", rulestore.ParseOptions{})
+	m := loadMapping(t, shippedDir+"extauthz.yaml")
+	rules, err := rulestore.Load(shippedDir+"rules.yaml", rulestore.ParseOptions{})
 	if err != nil {
 		t.Fatalf("rules.yaml: %v", err)
 	}
@@ -314,6 +315,21 @@ func TestConfigsAgree(t *testing.T) {
 	}
 	for _, e := range consistency(c, m, rules, sampleRequests()) {
 		t.Error(e)
+	}
+	// Every sample passes the shipped connection manager, and its route's descriptors derive
+	// from the stream as from the bare request.
+	for _, r := range sampleRequests() {
+		st, err := c.Accept(r)
+		if err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+			continue
+		}
+		if _, err := c.Descriptors(st); err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+		}
+		if _, err := c.CheckRequest(st, time.Now()); err != nil {
+			t.Errorf("%s %s: %v", r.Method, r.Path, err)
+		}
 	}
 	// ext_authz must also outlast any throttle wait it can hit.
 	var authz extauthzv3.ExtAuthz
@@ -356,6 +372,16 @@ func TestConsistencyCatches(t *testing.T) {
 		{"a throttle wait beyond the rate-limit timeout", func(_ *descriptors.Config, r *rulestore.Rules) {
 			r.ParamFlow = append(r.ParamFlow, hotparam.Rule{Resource: "POST:/orders", Param: "user", Count: 1, Duration: time.Second, Behavior: hotparam.Throttle, MaxQueueingTime: 5 * time.Second})
 		}, "does not exceed the longest throttle wait"},
+		{"a header the mapping reads that ext_authz does not send", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.Authz.Params = map[string]descriptors.Source{"api_key": {From: "header", Name: "x-api-key"}, "tenant": {From: "header", Name: "X-Tenant"}}
+		}, `reads header "x-tenant"`},
+		{"trusted hops without x-forwarded-for", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.Authz.TrustedHops = 1
+			m.Authz.Origin = append(m.Authz.Origin, descriptors.Source{From: "client_ip"})
+		}, `reads header "x-forwarded-for"`},
+		{"a header sent that nothing reads", func(m *descriptors.Config, _ *rulestore.Rules) {
+			m.Authz.Params = nil
+		}, `exact:"x-api-key"`},
 		{"an authority rule for a resource no route names", func(_ *descriptors.Config, r *rulestore.Rules) {
 			r.Authority = append(r.Authority, r.Authority[0])
 			r.Authority[len(r.Authority)-1].Resource = "GET:/elsewhere"
@@ -371,4 +397,55 @@ func TestConsistencyCatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allowedHeaderErrors reports where ext_authz's allowed_headers and the headers the authz
+// mapping reads disagree: a header read but not sent (the source would always be empty) or one
+// sent but never read (a Check carrying what it does not need, cookies or credentials say).
+func allowedHeaderErrors(c *Config, m descriptors.Config) []string {
+	authz, _, err := c.Filters()
+	if err != nil || authz == nil {
+		return []string{fmt.Sprintf("no ext_authz filter: %v", err)}
+	}
+	read := map[string]bool{}
+	for _, src := range append(append([]descriptors.Source(nil), m.Authz.Origin...), mapValues(m.Authz.Params)...) {
+		switch src.From {
+		case "header":
+			read[strings.ToLower(src.Name)] = true
+		case "cookie":
+			read["cookie"] = true
+		case "client_ip":
+			if m.Authz.TrustedHops > 0 {
+				read["x-forwarded-for"] = true
+			}
+		}
+	}
+	allowed, err := keyMatcher(authz.GetAllowedHeaders())
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if allowed == nil {
+		return []string{"ext_authz has no allowed_headers: every header of every request goes to the service"}
+	}
+	var errs []string
+	for h := range read {
+		if !allowed(h) {
+			errs = append(errs, fmt.Sprintf("the authz mapping reads header %q, which ext_authz's allowed_headers does not send", h))
+		}
+	}
+	for _, p := range authz.GetAllowedHeaders().GetPatterns() {
+		if e := p.GetExact(); e == "" || !read[e] {
+			errs = append(errs, fmt.Sprintf("ext_authz's allowed_headers pattern %v lets through a header the authz mapping does not read", p))
+		}
+	}
+	sort.Strings(errs)
+	return errs
+}
+
+func mapValues(m map[string]descriptors.Source) []descriptors.Source {
+	var out []descriptors.Source
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }

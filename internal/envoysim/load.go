@@ -1,7 +1,7 @@
-// Package envoyconfig loads the Envoy bootstraps shipped with extauthz, checks them the way Envoy
+// Package envoysim loads the Envoy bootstraps shipped with extauthz, checks them the way Envoy
 // would before accepting them, and derives what Envoy sends to the service for a given request:
 // the rate-limit descriptors of a route and the ext_authz CheckRequest.
-package envoyconfig
+package envoysim
 
 import (
 	"errors"
@@ -35,6 +35,9 @@ type Config struct {
 	Bootstrap *bootstrapv3.Bootstrap
 	// Managers are the HTTP connection managers of the static listeners, unpacked.
 	Managers []*hcmv3.HttpConnectionManager
+	// RequestID, when set, makes the x-request-id values Accept generates (tests); nil means
+	// random version-4 UUIDs, as Envoy's default request id extension.
+	RequestID func() string
 }
 
 // Load reads and checks the bootstrap at path (YAML or JSON).

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"net/netip"
@@ -86,10 +86,12 @@ func TestDescriptorsActions(t *testing.T) {
 			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}}},
 		},
 		{
-			name:    "a descriptor left empty by skips is not sent",
+			// RateLimitPolicy::populateDescriptors: a skipped action adds no entry, and the
+			// descriptor is sent however few entries it has.
+			name:    "a descriptor left empty by skips is still sent",
 			actions: "      - request_headers: {header_name: x-missing, descriptor_key: m, skip_if_absent: true}\n",
 			req:     base,
-			want:    nil,
+			want:    []Descriptor{{}},
 		},
 		{
 			name:    "query_parameters decodes and takes the first value",
@@ -150,7 +152,23 @@ func TestDescriptorsActions(t *testing.T) {
 			extra:   "apply_on_stream_done: true\n      hits_addend: {number: 3, is_negative_hits: true}\n",
 			actions: "      - generic_key: {descriptor_value: V}\n",
 			req:     base,
-			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, HitsAddend: 3, IsNegativeHits: true, OnStreamDone: true}},
+			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, HitsAddend: 3, HasHitsAddend: true, IsNegativeHits: true, OnStreamDone: true}},
+		},
+		{
+			// RateLimitPolicy keeps hits_addend_ = number().value() whatever it is; the gRPC
+			// client sends it when set, 0 included.
+			name:    "a hits_addend number 0 is kept and sent",
+			extra:   "hits_addend: {number: 0}\n",
+			actions: "      - generic_key: {descriptor_value: V}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, HasHitsAddend: true}},
+		},
+		{
+			name:    "x_ratelimit_option is carried",
+			extra:   "x_ratelimit_option: \"OFF\"\n",
+			actions: "      - generic_key: {descriptor_value: V}\n",
+			req:     base,
+			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, XRateLimitOption: routev3.RateLimit_OFF}},
 		},
 	}
 	for _, tt := range tests {
@@ -177,6 +195,11 @@ func TestDescriptorsUnmodelled(t *testing.T) {
 		{"source_cluster", "", "      - source_cluster: {}\n", "not modelled"},
 		{"hits_addend format", "hits_addend: {format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "hits_addend.format"},
 		{"legacy header matcher", "", "      - header_value_match: {descriptor_value: v, headers: [{name: a, exact_match: b}]}\n", "not modelled"},
+		// Refused by RateLimitPolicy::RateLimitPolicy: Envoy would not load the config.
+		{"stage", "stage: 1\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage'"},
+		{"disable_key", "disable_key: k\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage' field and 'disable_key'"},
+		{"hits_addend with neither", "hits_addend: {is_negative_hits: true}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
+		{"hits_addend with both", "hits_addend: {number: 1, format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,7 +221,7 @@ func TestDescriptorsWithoutRateLimits(t *testing.T) {
 }
 
 func TestDescriptorProto(t *testing.T) {
-	d := Descriptor{Entries: []Entry{{"a", "1"}, {"b", "2"}}, HitsAddend: 4, IsNegativeHits: true}
+	d := Descriptor{Entries: []Entry{{"a", "1"}, {"b", "2"}}, HitsAddend: 4, HasHitsAddend: true, IsNegativeHits: true}
 	p := d.Proto()
 	if got := len(p.GetEntries()); got != 2 {
 		t.Fatalf("entries = %d, want 2", got)
@@ -215,10 +238,13 @@ func TestDescriptorProto(t *testing.T) {
 	if got := (Descriptor{}).Proto().GetHitsAddend(); got != nil {
 		t.Errorf("unset hits_addend = %v, want nil", got)
 	}
+	if got := (Descriptor{HasHitsAddend: true}).Proto().GetHitsAddend(); got == nil || got.GetValue() != 0 {
+		t.Errorf("hits_addend 0 = %v, want an explicit 0", got)
+	}
 }
 
 func BenchmarkDescriptors(b *testing.B) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"path/filepath"
@@ -14,7 +14,7 @@ import (
 // the service's files, not Envoy's).
 func shippedConfigs(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("envoy*.yaml")
+	files, err := filepath.Glob(shippedDir + "envoy*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ static_resources:
 // TestFilterSettings pins the choices envoy.yaml documents: failure modes, the rate-limit
 // timeout, the headers, and the peer certificate.
 func TestFilterSettings(t *testing.T) {
-	c, err := Load("envoy.yaml")
+	c, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,3 +149,9 @@ func TestFilterSettings(t *testing.T) {
 		t.Error("ratelimit domain is empty")
 	}
 }
+
+// The shipped configs, relative to this package's directory.
+const (
+	shippedDir   = "../../envoy-config/"
+	shippedEnvoy = shippedDir + "envoy.yaml"
+)

@@ -1,4 +1,4 @@
-package envoyconfig
+package envoysim
 
 import (
 	"fmt"
@@ -20,19 +20,41 @@ const (
 	ExtAuthzFilter  = "envoy.filters.http.ext_authz"
 )
 
-// Request is an HTTP request as Envoy sees it when it runs its filters.
+// Request is an HTTP request as it arrives at Envoy's listener; Config.Accept turns it into
+// the Stream the filters see.
 type Request struct {
 	Method string
 	Path   string // with the query string, as in :path
 	Host   string // :authority
-	Scheme string // "" means http
+	Scheme string // :scheme as sent; "" lets the connection manager set it
 	// Headers holds the request headers by lower-case name; a name may repeat.
 	Headers map[string][]string
-	// Remote is the downstream client address Envoy trusts (the peer, or the x-forwarded-for
-	// hop its xff_num_trusted_hops selects).
+	// Remote is the TCP peer of the downstream connection.
 	Remote netip.AddrPort
+	// TLS reports a TLS downstream connection (x-forwarded-proto https).
+	TLS bool
 	// Principal is the peer certificate's identity on an mTLS listener, else "".
 	Principal string
+	// Protocol is "HTTP/1.0", "HTTP/1.1" (when "") , "HTTP/2" or "HTTP/3".
+	Protocol string
+}
+
+// clone copies r deeply enough for Accept to change its headers.
+func (r Request) clone() Request {
+	h := make(map[string][]string, len(r.Headers)+4)
+	for k, v := range r.Headers {
+		h[strings.ToLower(k)] = append([]string(nil), v...)
+	}
+	r.Headers = h
+	return r
+}
+
+// scheme is the connection's own scheme.
+func (r Request) scheme() string {
+	if r.TLS {
+		return "https"
+	}
+	return "http"
 }
 
 // header returns the values of the lower-case header name, pseudo-headers included.
@@ -46,7 +68,7 @@ func (r Request) header(name string) []string {
 		return nonEmpty(r.Host)
 	case ":scheme":
 		if r.Scheme == "" {
-			return []string{"http"}
+			return []string{r.scheme()}
 		}
 		return []string{r.Scheme}
 	}
@@ -75,11 +97,17 @@ type Entry struct {
 // Descriptor is one rate-limit descriptor Envoy sends to the rate-limit service.
 type Descriptor struct {
 	Entries []Entry
-	// HitsAddend is the descriptor's own hits (0: not set, the request's count applies).
+	// HitsAddend is the descriptor's own hits when HasHitsAddend; a configured number 0 is
+	// kept and sent as an explicit 0 (RateLimitPolicy::populateDescriptors), which overrides the
+	// request-level hits_addend.
 	HitsAddend     uint64
+	HasHitsAddend  bool
 	IsNegativeHits bool
 	// OnStreamDone marks a descriptor sent when the stream ends rather than on the request.
 	OnStreamDone bool
+	// XRateLimitOption is the descriptor's x_ratelimit_option: whether Envoy builds
+	// x-ratelimit-* headers from its status (UNSPECIFIED: the filter's setting).
+	XRateLimitOption routev3.RateLimit_XRateLimitOption
 }
 
 // Proto returns the descriptor as the rate-limit service receives it.
@@ -88,7 +116,7 @@ func (d Descriptor) Proto() *ratelimitcommonv3.RateLimitDescriptor {
 	for _, e := range d.Entries {
 		p.Entries = append(p.Entries, &ratelimitcommonv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 	}
-	if d.HitsAddend != 0 {
+	if d.HasHitsAddend {
 		p.HitsAddend = wrapperspb.UInt64(d.HitsAddend)
 	}
 	return p
@@ -105,19 +133,41 @@ func (d Descriptor) Value(key string) (string, bool) {
 }
 
 // Descriptors derives the descriptors route's RateLimitPerRoute produces for req, on the request
-// path and at stream end (OnStreamDone), in config order. As in Envoy, an action that yields no
-// entry drops its whole descriptor unless it is skip_if_absent, and a descriptor left without
-// entries is not sent. It returns an error for an action or option this derivation does not
-// model (so a config using one is never checked against a wrong guess).
+// path and at stream end (OnStreamDone), in config order, with req.Remote's address as the
+// downstream remote address. Config.Descriptors does the same for a Stream.
+//
+// As in Envoy's RateLimitPolicy::populateDescriptors (ratelimit_config.cc), an action that
+// yields no entry drops its whole descriptor unless it is skip_if_absent, whose absence adds
+// nothing; a descriptor whose actions were all skipped is still sent, without entries. As in
+// RateLimitPolicy's constructor, stage, disable_key and a hits_addend with neither or both of
+// number and format are refused. It returns an error for an action or option this derivation
+// does not model (so a config using one is never checked against a wrong guess).
 func Descriptors(route *routev3.Route, req Request) ([]Descriptor, error) {
+	return deriveDescriptors(route, req, req.Remote.Addr())
+}
+
+func deriveDescriptors(route *routev3.Route, req Request, client netip.Addr) ([]Descriptor, error) {
 	var per ratelimitv3.RateLimitPerRoute
 	ok, err := unpack(route, RateLimitFilter, &per)
 	if err != nil || !ok {
 		return nil, err
 	}
+	var bad []string
+	if per.GetVhRateLimits() != ratelimitv3.RateLimitPerRoute_OVERRIDE {
+		bad = append(bad, "vh_rate_limits "+per.GetVhRateLimits().String())
+	}
+	if per.GetOverrideOption() != ratelimitv3.RateLimitPerRoute_DEFAULT {
+		bad = append(bad, "override_option "+per.GetOverrideOption().String())
+	}
+	if per.GetDomain() != "" {
+		bad = append(bad, "domain")
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("route %q: RateLimitPerRoute: not modelled: %s", route.GetName(), strings.Join(bad, ", "))
+	}
 	var out []Descriptor
 	for i, rl := range per.GetRateLimits() {
-		d, ok, err := descriptor(rl, req)
+		d, ok, err := descriptor(rl, req, client)
 		if err != nil {
 			return nil, fmt.Errorf("route %q: rate_limits[%d]: %w", route.GetName(), i, err)
 		}
@@ -128,21 +178,27 @@ func Descriptors(route *routev3.Route, req Request) ([]Descriptor, error) {
 	return out, nil
 }
 
-func descriptor(rl *routev3.RateLimit, req Request) (Descriptor, bool, error) {
+func descriptor(rl *routev3.RateLimit, req Request, client netip.Addr) (Descriptor, bool, error) {
+	// RateLimitPolicy::RateLimitPolicy refuses these; Envoy would not load the config.
+	if rl.GetStage() != nil || rl.GetDisableKey() != "" {
+		return Descriptor{}, false, fmt.Errorf("envoy refuses it: 'stage' field and 'disable_key' field are not supported")
+	}
 	if rl.GetLimit() != nil {
 		return Descriptor{}, false, fmt.Errorf("limit overrides are not modelled")
 	}
-	d := Descriptor{OnStreamDone: rl.GetApplyOnStreamDone()}
+	d := Descriptor{OnStreamDone: rl.GetApplyOnStreamDone(), XRateLimitOption: rl.GetXRatelimitOption()}
 	if h := rl.GetHitsAddend(); h != nil {
-		if h.GetFormat() != "" {
+		switch {
+		case h.GetFormat() != "" && h.GetNumber() != nil, h.GetFormat() == "" && h.GetNumber() == nil:
+			return Descriptor{}, false, fmt.Errorf("envoy refuses it: hits_addend must contain either a format or a number")
+		case h.GetFormat() != "":
 			return Descriptor{}, false, fmt.Errorf("hits_addend.format is not modelled")
 		}
-		d.HitsAddend = h.GetNumber().GetValue()
+		d.HitsAddend, d.HasHitsAddend = h.GetNumber().GetValue(), true
 		d.IsNegativeHits = h.GetIsNegativeHits()
 	}
-	complete := true
 	for j, a := range rl.GetActions() {
-		e, ok, err := action(a, req)
+		e, ok, err := action(a, req, client)
 		if err != nil {
 			return Descriptor{}, false, fmt.Errorf("actions[%d]: %w", j, err)
 		}
@@ -150,10 +206,10 @@ func descriptor(rl *routev3.RateLimit, req Request) (Descriptor, bool, error) {
 		case ok:
 			d.Entries = append(d.Entries, e)
 		case !skipIfAbsent(a):
-			complete = false
+			return Descriptor{}, false, nil
 		}
 	}
-	return d, complete && len(d.Entries) > 0, nil
+	return d, true, nil
 }
 
 func skipIfAbsent(a *routev3.RateLimit_Action) bool {
@@ -167,7 +223,7 @@ func skipIfAbsent(a *routev3.RateLimit_Action) bool {
 }
 
 // action returns the entry one action appends, or false when it appends none.
-func action(a *routev3.RateLimit_Action, req Request) (Entry, bool, error) {
+func action(a *routev3.RateLimit_Action, req Request, client netip.Addr) (Entry, bool, error) {
 	switch s := a.GetActionSpecifier().(type) {
 	case *routev3.RateLimit_Action_GenericKey_:
 		key := s.GenericKey.GetDescriptorKey()
@@ -193,10 +249,12 @@ func action(a *routev3.RateLimit_Action, req Request) (Entry, bool, error) {
 		}
 		return Entry{Key: s.QueryParameters.GetDescriptorKey(), Value: v[0]}, true, nil
 	case *routev3.RateLimit_Action_RemoteAddress_:
-		if !req.Remote.Addr().IsValid() {
+		// RemoteAddressAction: the connection manager's downstream remote address (after
+		// xff_num_trusted_hops), not the TCP peer.
+		if !client.IsValid() {
 			return Entry{}, false, nil
 		}
-		return Entry{Key: "remote_address", Value: req.Remote.Addr().Unmap().String()}, true, nil
+		return Entry{Key: "remote_address", Value: client.Unmap().String()}, true, nil
 	case *routev3.RateLimit_Action_HeaderValueMatch_:
 		hv := s.HeaderValueMatch
 		matched, err := headersMatch(hv.GetHeaders(), req)

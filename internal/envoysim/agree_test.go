@@ -1,0 +1,51 @@
+package envoysim
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/descriptors"
+)
+
+// FuzzTrustedHopsAgree: for any x-forwarded-for a client sends and any number of trusted hops,
+// the service's client_ip with authz.trusted_hops N is the address Envoy's connection manager
+// settled on with xff_num_trusted_hops N.
+func FuzzTrustedHopsAgree(f *testing.F) {
+	f.Add("203.0.113.7, 198.51.100.2", uint8(1), uint8(60))
+	f.Add("", uint8(0), uint8(1))
+	f.Add("a,,b, 2001:db8::1 ,10.0.0.1", uint8(2), uint8(2))
+	f.Add("fe80::1%eth0,1.2.3.4", uint8(2), uint8(3))
+	c, err := Load(shippedEnvoy)
+	if err != nil {
+		f.Fatal(err)
+	}
+	mappers := make([]*descriptors.Mapper, 6)
+	for n := range mappers {
+		if mappers[n], err = descriptors.New(descriptors.Config{Authz: descriptors.AuthzConfig{
+			TrustedHops: n, Params: map[string]descriptors.Source{"ip": {From: "client_ip"}}}}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, xff string, hops, peer uint8) {
+		n := int(hops) % len(mappers)
+		c.Managers[0].XffNumTrustedHops = uint32(n)
+		r := Request{Method: "GET", Path: "/items", Host: "h", Headers: map[string][]string{"x-forwarded-for": {xff}},
+			Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, peer}), 1000)}
+		s, err := c.Accept(r)
+		if err != nil {
+			t.Skip(err) // not an input Envoy's connection manager passes to filters here
+		}
+		cr, err := CheckRequest(nil, s.Request, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := mappers[n].Check(cr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Params) != 1 || e.Params[0].Values[0] != s.Client.String() {
+			t.Fatalf("xff %q, %d hops: service picks %v, Envoy %s", xff, n, e.Params, s.Client)
+		}
+	})
+}
