@@ -56,7 +56,7 @@ func (m *Mapper) AppendRateLimit(dst []Entry, req *rlsv3.RateLimitRequest) ([]En
 // descriptor maps one descriptor into e. Errors name the field relative to the descriptor.
 func (m *Mapper) descriptor(e *Entry, d *ratelimitv3.RateLimitDescriptor, hits int64) *RequestError {
 	params := e.Params[:0]
-	*e = Entry{Hits: hits, Release: d.GetIsNegativeHits()}
+	*e = Entry{Entry: hotparam.Entry{Hits: hits, Release: d.GetIsNegativeHits()}}
 	defer func() { e.Params = params }()
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > math.MaxInt64 {

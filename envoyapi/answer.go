@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // Header names of the answers.
@@ -23,38 +24,26 @@ const (
 	contentJSON       = "application/json"
 )
 
-// block describes what blocked a request (or would have, for a shadow rule), for logs and the
-// JSON body.
-type block struct {
-	kind     string // ResultAuthority or ResultParamFlow
-	rule     int
-	resource string
-	origin   string
-	param    string
-	value    string
-	reason   string
-}
-
 // appendBody appends the JSON body that tells the client what blocked it:
 // {"blocked":..,"rule":..,"resource":..,"origin":..,"param":..,"value":..,"reason":..};
 // param and value are left out for authority blocks.
-func appendBody(b []byte, bl *block) []byte {
+func appendBody(b []byte, bl *policy.Block) []byte {
 	b = append(b, `{"blocked":`...)
-	b = appendJSONString(b, bl.kind)
+	b = appendJSONString(b, bl.Kind)
 	b = append(b, `,"rule":`...)
-	b = strconv.AppendInt(b, int64(bl.rule), 10)
+	b = strconv.AppendInt(b, int64(bl.Rule), 10)
 	b = append(b, `,"resource":`...)
-	b = appendJSONString(b, bl.resource)
+	b = appendJSONString(b, bl.Resource)
 	b = append(b, `,"origin":`...)
-	b = appendJSONString(b, bl.origin)
-	if bl.kind == ResultParamFlow {
+	b = appendJSONString(b, bl.Origin)
+	if bl.Kind == ResultParamFlow {
 		b = append(b, `,"param":`...)
-		b = appendJSONString(b, bl.param)
+		b = appendJSONString(b, bl.Param)
 		b = append(b, `,"value":`...)
-		b = appendJSONString(b, bl.value)
+		b = appendJSONString(b, bl.Value)
 	}
 	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, bl.reason)
+	b = appendJSONString(b, bl.Reason)
 	return append(b, '}')
 }
 
@@ -99,19 +88,6 @@ func appendJSONString(b []byte, s string) []byte {
 		i += size
 	}
 	return append(b, '"')
-}
-
-// reasonName names a hot-parameter block reason in bodies and logs.
-func reasonName(r hotparam.Reason) string {
-	switch r {
-	case hotparam.ReasonQPS:
-		return "qps"
-	case hotparam.ReasonThrottle:
-		return "throttle"
-	case hotparam.ReasonConcurrency:
-		return "concurrency"
-	}
-	return "none"
 }
 
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.

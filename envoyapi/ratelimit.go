@@ -13,6 +13,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -23,119 +24,61 @@ import (
 // An OVER_LIMIT answer carries the JSON body (raw_body) and, for a hot-parameter block, a
 // retry-after header.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	start := s.now()
-	domain := req.GetDomain()
-	if len(domain) > descriptors.MaxLen {
-		s.record(APIRateLimit, "", "", ResultInvalid, start)
-		return nil, status.Error(codes.InvalidArgument, "bad request: domain: "+descriptors.ErrValueTooLong.Error())
-	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
+	r := &sc.req
+	*r = policy.Request{API: APIRateLimit, Domain: req.GetDomain()}
+	if len(r.Domain) > descriptors.MaxLen {
+		r.Domain = ""
+		r.Err = &descriptors.RequestError{Field: "domain", Descriptor: -1, Err: descriptors.ErrValueTooLong}
+	} else {
+		sc.entries, r.Err = s.mapper.AppendRateLimit(sc.entries[:0], req)
+		r.Entries = sc.entries
+	}
+	if len(r.Entries) > 0 {
+		r.RequestID = r.Entries[0].LeaseID
+	}
+	v := &sc.verdict
+	s.policy.Decide(ctx, r, v)
 
-	entries, err := s.mapper.AppendRateLimit(sc.entries[:0], req)
-	sc.entries = entries
-	if err != nil {
-		s.record(APIRateLimit, domain, "", ResultInvalid, start)
+	n := len(req.GetDescriptors())
+	switch v.Kind {
+	case policy.Invalid:
 		var re *descriptors.RequestError
-		if descriptors.ClientFault(err) && errors.As(err, &re) && re.Descriptor >= 0 {
-			resp := newResponse(len(req.GetDescriptors()))
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.Statuses[re.Descriptor].Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.RawBody = []byte(errorBody(err.Error()))
-			resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
-			return resp, nil
-		}
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	n := len(entries)
-	set := s.rules()
-	if set == nil {
-		s.record(APIRateLimit, domain, "", ResultOK, start)
-		return newResponse(n), nil
-	}
-	for i := range entries {
-		e := &entries[i]
-		if e.Release {
-			continue // a release gives back; it is never refused
-		}
-		if rule, ok := set.Authority.Check(e.Resource, e.Origin); !ok {
-			bl := block{kind: ResultAuthority, rule: rule, resource: e.Resource, origin: e.Origin,
-				reason: authorityReason(set, rule, e.Origin)}
-			s.logBlock(APIRateLimit, domain, &bl, false)
-			s.record(APIRateLimit, domain, e.Resource, ResultAuthority, start)
+		if descriptors.ClientFault(v.Err) && errors.As(v.Err, &re) && re.Descriptor >= 0 {
 			resp := newResponse(n)
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.Statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.RawBody = appendBody(nil, &bl)
+			resp.Statuses[re.Descriptor].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.RawBody = []byte(errorBody(v.Err.Error()))
 			resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
 			return resp, nil
 		}
-	}
-	if set.ParamFlow == nil {
-		s.record(APIRateLimit, domain, "", ResultOK, start)
-		return newResponse(n), nil
-	}
-
-	hot, st := sc.hot[:0], sc.st[:0]
-	for i := range entries {
-		e := &entries[i]
-		hot = append(hot, hotparam.Entry{Resource: e.Resource, Params: e.Params, Hits: e.Hits, Release: e.Release,
-			LeaseID: e.LeaseID})
-		st = append(st, hotparam.Status{Rule: -1})
-	}
-	sc.hot, sc.st = hot, st
-	now := start
-	d := set.ParamFlow.Check(ctx, now, hot, checkOptions(ctx, now, false), st)
-
-	if d.ShadowBlocked && validEntry(d.Shadow.Entry, n) {
-		s.logShadow(APIRateLimit, domain, set, hot, entries[d.Shadow.Entry].Origin, &d.Shadow)
+		return nil, status.Error(codes.InvalidArgument, v.Err.Error())
+	case policy.Authority:
+		resp := newResponse(n)
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		resp.Statuses[v.At].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		resp.RawBody = appendBody(nil, &v.Block)
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
+		return resp, nil
+	case policy.Cancelled:
+		return nil, status.FromContextError(v.Err).Err()
 	}
 	resp := newResponse(n)
-	fillStatuses(resp, s.ruleNames(set), st)
-	if !d.Allowed {
-		at := d.Block.Entry
-		if !validEntry(at, n) {
-			at = 0
-		}
-		bl := paramBlock(set, hot, entries[at].Origin, &d.Block)
-		s.logBlock(APIRateLimit, domain, &bl, false)
-		s.record(APIRateLimit, domain, bl.resource, ResultParamFlow, start)
+	if v.Statuses != nil {
+		fillStatuses(resp, s.ruleNames(v.Rules), v.Statuses)
+	}
+	if v.Kind == policy.ParamFlow {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		resp.Statuses[at].Code = rlsv3.RateLimitResponse_OVER_LIMIT
-		retry := d.Block.RetryAfter
-		if retry <= 0 {
-			retry = st[at].RetryAfter
-		}
-		resp.RawBody = appendBody(nil, &bl)
+		resp.Statuses[v.At].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		resp.RawBody = appendBody(nil, &v.Block)
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: HeaderContentType, Value: contentJSON},
-			{Key: HeaderRetryAfter, Value: itoa(retryAfter(retry))},
-		}
-		return resp, nil
-	}
-	if err := s.hold(ctx, d.Wait); err != nil {
-		s.record(APIRateLimit, domain, "", ResultCancelled, start)
-		return nil, status.FromContextError(err).Err()
-	}
-	resource := ""
-	for i := range st {
-		if st[i].Rule >= 0 {
-			resource = entries[i].Resource
-			break
+			{Key: HeaderRetryAfter, Value: itoa(retryAfter(v.RetryAfter))},
 		}
 	}
-	result := ResultOK
-	if d.ShadowBlocked {
-		result = ResultShadow
-		if validEntry(d.Shadow.Entry, n) {
-			resource = entries[d.Shadow.Entry].Resource
-		}
-	}
-	s.record(APIRateLimit, domain, resource, result, start)
 	return resp, nil
 }
-
-func validEntry(i, n int) bool { return i >= 0 && i < n }
 
 // newResponse is an OK answer with n OK statuses, allocated together.
 func newResponse(n int) *rlsv3.RateLimitResponse {
