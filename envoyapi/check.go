@@ -15,8 +15,8 @@ import (
 	"github.com/extauthz/extauthz/policy"
 )
 
-// Check answers Envoy's ext_authz filter: OK (with x-ratelimit-* headers to the upstream when a
-// rule applied), 403 when an authority rule blocks, 429 with retry-after, x-ratelimit-* and a
+// Check answers Envoy's ext_authz filter: OK (with x-ratelimit-* headers for the client, in
+// response_headers_to_add, when a rule applied; nothing is added upstream), 403 when an authority rule blocks, 429 with retry-after, x-ratelimit-* and a
 // JSON body when a hot-parameter rule blocks. Concurrency rules are left out.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	sc := s.getScratch()
@@ -59,8 +59,9 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 
 func allowed(h []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	return &authv3.CheckResponse{
-		Status:       &rpcstatus.Status{Code: int32(codes.OK)},
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{Headers: h}},
+		Status: &rpcstatus.Status{Code: int32(codes.OK)},
+		// response_headers_to_add reach the client; OkHttpResponse.headers would go upstream.
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: h}},
 	}
 }
 

@@ -105,7 +105,7 @@ func TestCheckAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil || len(resp.GetOkResponse().GetHeaders()) != 0 {
+	if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil || len(resp.GetOkResponse().GetResponseHeadersToAdd()) != 0 {
 		t.Errorf("unruled request: %v, want OK without headers", resp)
 	}
 	if got, want := r.rec.last(), (decision{APICheck, "", "", ResultOK}); got != want {
@@ -136,8 +136,11 @@ func TestCheckAnswers(t *testing.T) {
 			if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil {
 				t.Fatalf("step %d: %v, want OK", i, resp)
 			}
-			if got := headers(t, resp.GetOkResponse().GetHeaders()); !reflect.DeepEqual(got, s.wantHeaders) {
-				t.Errorf("step %d: upstream headers %v, want %v", i, got, s.wantHeaders)
+			if got := headers(t, resp.GetOkResponse().GetResponseHeadersToAdd()); !reflect.DeepEqual(got, s.wantHeaders) {
+				t.Errorf("step %d: client headers %v, want %v", i, got, s.wantHeaders)
+			}
+			if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
+				t.Errorf("step %d: headers %v sent upstream, want none", i, h)
 			}
 			if got, want := r.rec.last(), (decision{APICheck, "", "GET:/buy", ResultOK}); got != want {
 				t.Errorf("step %d: recorded %+v, want %+v", i, got, want)
@@ -340,7 +343,7 @@ func TestCheckSkipsConcurrency(t *testing.T) {
 		if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
 			t.Fatalf("check %d: %v, %v; want OK", i, resp, err)
 		}
-		if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
+		if h := resp.GetOkResponse(); len(h.GetHeaders())+len(h.GetResponseHeadersToAdd()) != 0 {
 			t.Errorf("check %d: headers %v, want none (no rule applied)", i, h)
 		}
 	}

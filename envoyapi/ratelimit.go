@@ -117,16 +117,15 @@ func fillStatuses(resp *rlsv3.RateLimitResponse, names []string, st []hotparam.S
 		}
 		l, du := &limits[j], &durs[j]
 		j++
-		l.RequestsPerUnit, l.Unit = currentLimit(s.Limit, s.Duration)
+		q := quotaOf(s)
+		l.RequestsPerUnit, l.Unit = q.limit, q.unit
 		if s.Rule < len(names) {
 			l.Name = names[s.Rule]
 		}
-		reset := max(s.ResetAfter, 0)
-		du.Seconds = int64(reset / 1e9)
-		du.Nanos = int32(reset % 1e9)
+		du.Seconds = q.reset
 		ds := resp.Statuses[i]
 		ds.CurrentLimit = l
-		ds.LimitRemaining = clamp32(s.Remaining)
+		ds.LimitRemaining = q.remaining
 		ds.DurationUntilReset = du
 	}
 }

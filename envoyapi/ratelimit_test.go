@@ -188,11 +188,11 @@ func TestRateLimitHits(t *testing.T) {
 		want []dstatus
 	}{
 		{"request hits", &rlsv3.RateLimitRequest{HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("resource", "q", "k", "a")}},
-			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 6, 400 * time.Millisecond}}},
+			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 6, time.Second}}},
 		{"descriptor hits override", &rlsv3.RateLimitRequest{HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 5, false)}},
-			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, 900 * time.Millisecond}}},
+			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, time.Second}}},
 		{"more than left", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 2, false)}},
-			[]dstatus{{over, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, 900 * time.Millisecond}}},
+			[]dstatus{{over, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, time.Second}}},
 		{"negative hits ignored by a qps rule", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 5, true)}},
 			[]dstatus{{code: ok}}},
 		{"acquire 1", rlReq("d", desc("resource", "c", "k", "x")), []dstatus{{ok, concLimit, 1, 0}}},
