@@ -88,7 +88,7 @@ func TestRateLimit(t *testing.T) {
 				withHits(desc("resource", "e"), math.MaxInt64, false),
 			}},
 			[]Entry{{Entry: hotparam.Entry{Resource: "a", Hits: 3}}, {Entry: hotparam.Entry{Resource: "b", Hits: 7}}, {Entry: hotparam.Entry{Resource: "c", Hits: 1, Release: true}},
-				{Entry: hotparam.Entry{Resource: "d", Hits: 0}}, {Entry: hotparam.Entry{Resource: "e", Hits: math.MaxInt64}}}},
+				{Entry: hotparam.Entry{Resource: "d", Hits: 0, Probe: true}}, {Entry: hotparam.Entry{Resource: "e", Hits: math.MaxInt64}}}},
 		{"lease_id names the lease, not a param",
 			RateLimitConfig{},
 			&rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{
