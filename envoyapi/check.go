@@ -17,7 +17,8 @@ import (
 
 // Check answers Envoy's ext_authz filter: OK (with x-ratelimit-* headers for the client, in
 // response_headers_to_add, when a rule applied; nothing is added upstream), 403 when an authority rule blocks, 429 with retry-after, x-ratelimit-* and a
-// JSON body when a hot-parameter rule blocks. Concurrency rules are left out.
+// JSON body when a hot-parameter rule blocks, 400 with a JSON body naming the problem for a
+// malformed request. Concurrency rules are left out.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
@@ -34,10 +35,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 
 	switch v.Kind {
 	case policy.Invalid:
-		if descriptors.ClientFault(v.Err) {
-			return denied(typev3.StatusCode_BadRequest, nil, errorBody(v.Err.Error())), nil
-		}
-		return nil, status.Error(codes.InvalidArgument, v.Err.Error())
+		return denied(typev3.StatusCode_BadRequest, nil, errorBody(v.Err.Error())), nil
 	case policy.Authority:
 		return denied(typev3.StatusCode_Forbidden, nil, string(appendBody(nil, &v.Block))), nil
 	case policy.ParamFlow:

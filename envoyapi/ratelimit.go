@@ -2,12 +2,10 @@ package envoyapi
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -44,16 +42,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	n := len(req.GetDescriptors())
 	switch v.Kind {
 	case policy.Invalid:
-		var re *descriptors.RequestError
-		if descriptors.ClientFault(v.Err) && errors.As(v.Err, &re) && re.Descriptor >= 0 {
-			resp := newResponse(n)
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.Statuses[re.Descriptor].Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.RawBody = []byte(errorBody(v.Err.Error()))
-			resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
-			return resp, nil
+		resp := newResponse(n)
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		for i, ds := range resp.Statuses {
+			if v.At < 0 || i == v.At {
+				ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
 		}
-		return nil, status.Error(codes.InvalidArgument, v.Err.Error())
+		resp.RawBody = []byte(errorBody(v.Err.Error()))
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
+		return resp, nil
 	case policy.Authority:
 		resp := newResponse(n)
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT

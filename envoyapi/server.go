@@ -2,20 +2,17 @@
 // rule engines: it maps the request to entries, runs the authority rules and then the
 // hot-parameter rules, and answers in Envoy's terms.
 //
-// Malformed requests never panic and never hang; each gets one of two answers:
-//
-//   - A request whose shape Envoy's configuration decides is refused with gRPC InvalidArgument,
-//     so that Envoy applies its failure mode (failure_mode_allow / failure_mode_deny): a check
-//     request without attributes or without an HTTP request (e.g. from the network ext_authz
-//     filter), a rate-limit request without descriptors or with more than
-//     descriptors.MaxDescriptors, a descriptor with more than descriptors.MaxEntries entries, an
-//     empty or over-long key, a hits_addend above the largest int64, a domain longer than
-//     descriptors.MaxLen.
-//   - A request refused for what its client sent (a value longer than descriptors.MaxLen, a
-//     param with more than descriptors.MaxValues values) is answered, so that a client cannot
-//     slip past the rules by sending oversized values when Envoy fails open: ext_authz denies it
-//     with HTTP 400 and a JSON body {"error": ...}; the rate-limit service answers OVER_LIMIT,
-//     the descriptor at fault OVER_LIMIT and the others OK.
+// Malformed requests never panic and never hang, and none is answered with a gRPC error: an
+// error is what Envoy's failure mode turns into an allow (failure_mode_deny: false on the
+// rate-limit filter), so a client could slip past the rules by sending something malformed.
+// Every request the mapping refuses (see descriptors.RequestError: no HTTP attributes, no
+// descriptors or more than descriptors.MaxDescriptors, more than descriptors.MaxEntries entries
+// in a descriptor, an empty or over-long key, a value, resource, origin or domain longer than
+// descriptors.MaxLen, a param with more than descriptors.MaxValues values, a hits_addend above
+// the largest int64) is refused, counted as ResultInvalid and answered with a JSON body
+// {"error": ...} naming the field at fault: ext_authz denies it with HTTP 400; the rate-limit
+// service answers OVER_LIMIT, with the descriptor at fault OVER_LIMIT and the others OK, or
+// every descriptor OVER_LIMIT when the request as a whole is at fault. Nothing is consumed.
 //
 // A request whose resource no rule names is allowed. A descriptor's limit override is ignored:
 // limits come from the rules. The ext_authz path leaves concurrency rules

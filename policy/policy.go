@@ -145,7 +145,8 @@ type Verdict struct {
 	Rules *rulestore.Set
 	// Err: for Invalid the mapping's error, for Cancelled the context's.
 	Err error
-	// At is the index of the entry at fault (Invalid, Authority, ParamFlow), or -1.
+	// At is the index of the entry (descriptor) at fault (Invalid, Authority, ParamFlow), or -1
+	// (an Invalid request as a whole).
 	At int
 	// Block describes the block (Authority, ParamFlow).
 	Block Block
@@ -177,7 +178,7 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	if req.Err != nil {
 		v.Kind, v.Err = Invalid, req.Err
 		var re *descriptors.RequestError
-		if errors.As(req.Err, &re) && re.Descriptor >= 0 && re.Descriptor < len(req.Entries) {
+		if errors.As(req.Err, &re) && re.Descriptor >= 0 {
 			v.At = re.Descriptor
 		}
 		return
