@@ -3,14 +3,22 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	ratelimitcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/extauthz/extauthz/internal/testbin"
 )
 
 func rlDesc(kv ...string) *ratelimitcommonv3.RateLimitDescriptor {
@@ -95,4 +103,101 @@ param_flow:
 	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("second valid request: %v, want OVER_LIMIT (one token an hour)", resp.GetOverallCode())
 	}
+}
+
+// startWithEnv runs the binary on rules with extra environment variables, for settings the
+// shared config does not set; it returns the process and a rate-limit client.
+func startWithEnv(t *testing.T, rules string, env ...string) (*testbin.Proc, rlsv3.RateLimitServiceClient, authv3.AuthorizationClient) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := filepath.Abs(extauthzYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testbin.Start(t, testbin.Options{
+		Binary: binary,
+		Args: []string{"serve", "--config", cfg, "--rules", path,
+			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+		Env:   env,
+		Ready: 15 * time.Second,
+	})
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return p, rlsv3.NewRateLimitServiceClient(conn), authv3.NewAuthorizationClient(conn)
+}
+
+// metricValue reads one sample of /metrics whose line starts with prefix; -1 when absent.
+func metricValue(t *testing.T, p *testbin.Proc, prefix string) float64 {
+	t.Helper()
+	code, body := p.Get(t, "/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// TestMaxWaiting: with decision.max_waiting 2 (EXTAUTHZ_DECISION_MAX_WAITING), two requests
+// held by a throttle rule fill the queues; the next one is refused at once (OVER_LIMIT,
+// reason queue_full) and counted, instead of adding a goroutine and a wait.
+func TestMaxWaiting(t *testing.T) {
+	p, rls, _ := startWithEnv(t, `
+param_flow:
+  - {resource: "T", param: user, count: 1, duration: 2s, behavior: throttle, max_queueing_time: 60s}
+`, "EXTAUTHZ_DECISION_MAX_WAITING=2")
+	req := func() *rlsv3.RateLimitRequest {
+		return &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitcommonv3.RateLimitDescriptor{rlDesc("resource", "T", "user", "u")}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, err := rls.ShouldRateLimit(ctx, req()); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("first: %v, %v; want OK at once", resp, err)
+	}
+	held, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for range 2 { // held about 2s and 4s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = rls.ShouldRateLimit(held, req())
+		}()
+	}
+	// The queue-wait histogram counts a wait when it starts: both are held once it counts 2.
+	if !eventually(10*time.Second, func() bool {
+		return metricValue(t, p, "extauthz_queue_wait_seconds_count") == 2
+	}) {
+		t.Fatalf("the two throttled requests never started waiting")
+	}
+	began := time.Now()
+	resp, err := rls.ShouldRateLimit(ctx, req())
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("third waiter: %v, %v; want OVER_LIMIT", resp, err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("third waiter answered after %v, want at once", took)
+	}
+	var body struct{ Reason string }
+	if err := json.Unmarshal(resp.GetRawBody(), &body); err != nil || body.Reason != "queue_full" {
+		t.Errorf("body %q, want reason queue_full", resp.GetRawBody())
+	}
+	if n := metricValue(t, p, `extauthz_decisions_total{api="ratelimit",domain="d",resource="T",result="queue_full"}`); n != 1 {
+		t.Errorf("queue_full decisions counted %v, want 1", n)
+	}
+	stop()
+	wg.Wait()
 }

@@ -41,8 +41,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	case policy.ParamFlow:
 		h := make([]*corev3.HeaderValueOption, 0, 5)
 		h = append(h, headerOption(HeaderRetryAfter, itoa(retryAfter(v.RetryAfter))))
-		if st := &v.Statuses[0]; st.Rule >= 0 {
-			h = rateHeaders(h, st)
+		if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
+			h = rateHeaders(h, &v.Statuses[0])
 		}
 		return denied(typev3.StatusCode_TooManyRequests, h, string(appendBody(nil, &v.Block))), nil
 	case policy.Cancelled:

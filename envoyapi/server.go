@@ -61,6 +61,7 @@ const (
 	ResultShadow    = policy.ResultShadow
 	ResultInvalid   = policy.ResultInvalid
 	ResultCancelled = policy.ResultCancelled
+	ResultQueueFull = policy.ResultQueueFull
 )
 
 // Recorder receives the metrics of every call.
@@ -79,6 +80,8 @@ type Options struct {
 	Recorder Recorder
 	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
 	Logger *zap.Logger
+	// Decision is the decision section of the config (throttle queue cap, dry run).
+	Decision policy.Config
 }
 
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
@@ -108,7 +111,7 @@ func New(opts Options) *Server {
 		panic("envoyapi: Options.Rules is nil")
 	}
 	s := &Server{mapper: opts.Mapper, policy: policy.New(policy.Options{
-		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger,
+		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger, Config: opts.Decision,
 	})}
 	if s.mapper == nil {
 		m, err := descriptors.New(descriptors.Config{})

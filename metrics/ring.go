@@ -33,7 +33,7 @@ func kindOf(result string) kind {
 		return kindShadow
 	case "authority":
 		return kindAuthority
-	case "param_flow":
+	case "param_flow", "queue_full":
 		return kindParamFlow
 	case "invalid":
 		return kindInvalid

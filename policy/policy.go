@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,7 +39,36 @@ const (
 	ResultShadow    = "shadow"     // allowed, but a shadow rule would have blocked
 	ResultInvalid   = "invalid"    // a malformed request, refused
 	ResultCancelled = "cancelled"  // the call ended during its throttle wait
+	ResultQueueFull = "queue_full" // refused: too many requests already waiting (Config.MaxWaiting)
 )
+
+// DefaultMaxWaiting is Config.MaxWaiting when it is 0.
+const DefaultMaxWaiting = 4096
+
+// Config is the decision section of the service config.
+type Config struct {
+	// MaxWaiting caps the requests held in throttle queues at once, all rules and both APIs
+	// together; a request that would wait while that many do is refused at once with reason
+	// queue_full. 0 means DefaultMaxWaiting.
+	MaxWaiting int `json:"max_waiting"`
+}
+
+// ConfigError is one bad setting of the decision section, by key (e.g. "max_waiting").
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "decision config: " + e.Field + ": " + e.Reason }
+
+// Validate returns a *ConfigError for each bad setting, joined, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxWaiting < 0 {
+		errs = append(errs, &ConfigError{Field: "max_waiting", Reason: "must not be negative, not " + strconv.Itoa(c.MaxWaiting)})
+	}
+	return errors.Join(errs...)
+}
 
 // Recorder receives the metrics of every call. Implementations must be safe for concurrent use.
 type Recorder interface {
@@ -61,14 +91,17 @@ type Options struct {
 	Recorder Recorder
 	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
 	Logger *zap.Logger
+	Config
 }
 
 // Decider decides calls. It is safe for concurrent use.
 type Decider struct {
-	rules func() *rulestore.Set
-	now   func() time.Time
-	rec   Recorder
-	log   *zap.Logger
+	rules      func() *rulestore.Set
+	now        func() time.Time
+	rec        Recorder
+	log        *zap.Logger
+	maxWaiting int64
+	waiting    atomic.Int64 // requests held in throttle queues now
 }
 
 // New builds a Decider. It panics if opts.Rules is nil.
@@ -76,7 +109,11 @@ func New(opts Options) *Decider {
 	if opts.Rules == nil {
 		panic("policy: Options.Rules is nil")
 	}
-	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger}
+	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger,
+		maxWaiting: int64(opts.MaxWaiting)}
+	if d.maxWaiting <= 0 {
+		d.maxWaiting = DefaultMaxWaiting
+	}
 	if d.now == nil {
 		d.now = time.Now
 	}
@@ -88,6 +125,9 @@ func New(opts Options) *Decider {
 
 // Now reads the Decider's clock.
 func (d *Decider) Now() time.Time { return d.now() }
+
+// Waiting is how many requests are held in throttle queues now.
+func (d *Decider) Waiting() int { return int(d.waiting.Load()) }
 
 // Request is one call to decide.
 type Request struct {
@@ -125,7 +165,7 @@ type Block struct {
 	Param    string // hot-parameter blocks only
 	Value    string
 	// Reason is, for authority blocks, missing_origin, in_black_list or not_in_white_list; for
-	// hot-parameter blocks qps, throttle or concurrency.
+	// hot-parameter blocks qps, throttle, concurrency or queue_full.
 	Reason string
 }
 
@@ -161,8 +201,9 @@ type Verdict struct {
 	// Wait is how long an allowed request was held (throttle).
 	Wait time.Duration
 
-	hot []hotparam.Entry // scratch handed to the limiter
-	st  []hotparam.Status
+	queueFull bool             // refused for Config.MaxWaiting
+	hot       []hotparam.Entry // scratch handed to the limiter
+	st        []hotparam.Status
 }
 
 func (v *Verdict) reset() {
@@ -206,6 +247,15 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 		return
 	}
 
+	if d.waiting.Load() >= d.maxWaiting {
+		// The queues are full: a request a throttle rule would hold is refused before it takes
+		// a place in a queue.
+		if i, rule := throttled(set, entries); i >= 0 {
+			d.queueFull(req, v, set, entries, i, rule)
+			return
+		}
+	}
+
 	hot, st := v.hot[:0], v.st[:0]
 	for i := range entries {
 		hot = append(hot, entries[i].Entry)
@@ -238,11 +288,51 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 		d.logBlock(req, &v.Block, false)
 		return
 	}
+	if hd.Wait > 0 {
+		if d.waiting.Add(1) > d.maxWaiting {
+			// Lost a race for the last places: refused, and the place this request took in its
+			// queue stays taken, as a cancelled wait's does.
+			d.waiting.Add(-1)
+			i, rule := throttled(set, entries)
+			d.queueFull(req, v, set, entries, max(i, 0), rule)
+			return
+		}
+		defer d.waiting.Add(-1)
+	}
 	if err := d.hold(ctx, hd.Wait); err != nil {
 		v.Kind, v.Err = Cancelled, err
 		return
 	}
 	v.Wait = hd.Wait
+}
+
+// throttled returns the first entry that is no release and a throttle rule of set names, with
+// that rule's index; -1, -1 when there is none.
+func throttled(set *rulestore.Set, entries []descriptors.Entry) (entry, rule int) {
+	rs := set.ParamFlow.Rules()
+	for i := range entries {
+		if entries[i].Release {
+			continue
+		}
+		for j := range rs {
+			if rs[j].Behavior == hotparam.Throttle && !rs[j].Shadow && rs[j].Resource == entries[i].Resource {
+				return i, j
+			}
+		}
+	}
+	return -1, -1
+}
+
+// queueFull refuses req because the throttle queues hold Config.MaxWaiting requests.
+func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entries []descriptors.Entry, at, rule int) {
+	v.Kind, v.At, v.queueFull = ParamFlow, at, true
+	v.Block = Block{Kind: ResultParamFlow, Rule: rule, Resource: entries[at].Resource, Origin: entries[at].Origin,
+		Reason: ReasonQueueFull}
+	if rs := set.ParamFlow.Rules(); rule >= 0 && rule < len(rs) {
+		v.Block.Param = rs[rule].Param
+	}
+	v.RetryAfter = time.Second
+	d.logBlock(req, &v.Block, false)
 }
 
 // hold waits w, or until ctx ends.
@@ -281,6 +371,9 @@ func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start ti
 		result = ResultInvalid
 	case Authority, ParamFlow:
 		result, resource = v.Block.Kind, v.Block.Resource
+		if v.queueFull {
+			result = ResultQueueFull
+		}
 	case Cancelled:
 		result, resource = ResultCancelled, v.applied(req.Entries)
 	default:
@@ -389,6 +482,9 @@ func paramBlock(set *rulestore.Set, entries []descriptors.Entry, b *hotparam.Blo
 	}
 	return bl
 }
+
+// ReasonQueueFull is the reason of a request refused because the throttle queues are full.
+const ReasonQueueFull = "queue_full"
 
 // ReasonName names a hot-parameter block reason in bodies and logs.
 func ReasonName(r hotparam.Reason) string {

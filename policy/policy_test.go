@@ -20,6 +20,7 @@ type call struct{ api, domain, resource, result string }
 type recorder struct {
 	mu    sync.Mutex
 	calls []call
+	waits []time.Duration
 }
 
 func (r *recorder) Decision(api, domain, resource, result string, _ time.Duration) {
@@ -28,7 +29,11 @@ func (r *recorder) Decision(api, domain, resource, result string, _ time.Duratio
 	r.calls = append(r.calls, call{api, domain, resource, result})
 }
 
-func (r *recorder) QueueWait(time.Duration) {}
+func (r *recorder) QueueWait(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waits = append(r.waits, d)
+}
 
 func newSet(t *testing.T, auth []authority.Rule, params []hotparam.Rule) *rulestore.Set {
 	t.Helper()
@@ -120,5 +125,93 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 		if *a != tt.wantAudit {
 			t.Errorf("%s: audit %+v, want %+v", tt.name, *a, tt.wantAudit)
 		}
+	}
+}
+
+// waitFor polls cond until it holds or 5s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMaxWaiting: while MaxWaiting requests are held in throttle queues, a request a throttle
+// rule names is refused at once with reason queue_full, and takes no place in a queue; once
+// the waits end, requests are held again.
+func TestMaxWaiting(t *testing.T) {
+	set := newSet(t, nil, []hotparam.Rule{
+		{Resource: "T", Param: "u", Count: 1, Duration: time.Second, Behavior: hotparam.Throttle, MaxQueueingTime: time.Hour},
+	})
+	rec := &recorder{}
+	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 },
+		Recorder: rec, Config: Config{MaxWaiting: 2}})
+	u := hotparam.Param{Name: "u", Values: []string{"a"}}
+	req := func() *Request {
+		return &Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("T", "", u)}}
+	}
+	var v Verdict
+	d.Decide(context.Background(), req(), &v) // the first passes at once
+	if v.Kind != Allow || v.Wait != 0 {
+		t.Fatalf("first: kind %d wait %v, want allowed at once", v.Kind, v.Wait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 { // held 1s and 2s (the clock does not move)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var v Verdict
+			d.Decide(ctx, req(), &v)
+		}()
+	}
+	waitFor(t, "two requests waiting", func() bool { return d.Waiting() == 2 })
+
+	a, _ := audit.NewContext(context.Background())
+	d.Decide(a, req(), &v)
+	if v.Kind != ParamFlow || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 || v.Block.Param != "u" {
+		t.Errorf("third waiter: kind %d block %+v, want a queue_full refusal by rule 0", v.Kind, v.Block)
+	}
+	if got := audit.FromContext(a); got.Result != "blocked" || got.Reason != ReasonQueueFull {
+		t.Errorf("audit %+v, want blocked for queue_full", got)
+	}
+	rec.mu.Lock()
+	last := rec.calls[len(rec.calls)-1]
+	rec.mu.Unlock()
+	if want := (call{APIRateLimit, "", "T", ResultQueueFull}); last != want {
+		t.Errorf("recorded %+v, want %+v", last, want)
+	}
+	// Another resource is not affected.
+	d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("other", "", u)}}, &v)
+	if v.Kind != Allow {
+		t.Errorf("unthrottled resource while the queues are full: kind %d, want allowed", v.Kind)
+	}
+
+	cancel()
+	wg.Wait()
+	if n := d.Waiting(); n != 0 {
+		t.Fatalf("%d waiting after the waits ended, want 0", n)
+	}
+	// The refused request took no place: the next one waits 3s (slots at 1s and 2s taken), not 4s.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan Verdict)
+	go func() {
+		var v Verdict
+		d.Decide(ctx2, req(), &v)
+		done <- v
+	}()
+	waitFor(t, "the next request waiting", func() bool { return d.Waiting() == 1 })
+	cancel2()
+	if v := <-done; v.Kind != Cancelled {
+		t.Errorf("next request: kind %d, want held (then cancelled)", v.Kind)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if w := rec.waits; len(w) != 3 || w[2] != 3*time.Second {
+		t.Errorf("queue waits %v, want the next request held 3s", w)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -41,6 +42,8 @@ type Config struct {
 	// ParamNames resolves Sentinel's paramIdx in Sentinel-format rule files.
 	ParamNames []string    `json:"param_names"`
 	Store      StoreConfig `json:"store"`
+	// Decision tunes the decision path: the cap on throttled requests waiting, dry run.
+	Decision policy.Config `json:"decision"`
 }
 
 // LogConfig configures logging.
@@ -115,6 +118,7 @@ func Default() Config {
 			Fallback: "local",
 			Replicas: 1,
 		}},
+		Decision: policy.Config{MaxWaiting: policy.DefaultMaxWaiting},
 	}
 }
 
@@ -189,6 +193,14 @@ func (c *Config) Validate() error {
 	for i, name := range c.ParamNames {
 		if strings.TrimSpace(name) == "" {
 			add(fmt.Sprintf("param_names[%d]", i), "must not be empty")
+		}
+	}
+
+	// The decision section validates itself.
+	for _, e := range leaves(c.Decision.Validate()) {
+		var de *policy.ConfigError
+		if errors.As(e, &de) {
+			add("decision."+de.Field, "%s", de.Reason)
 		}
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -52,6 +53,7 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second},
 			Fallback: "local", Replicas: 1,
 		}},
+		Decision: policy.Config{MaxWaiting: 4096},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
