@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	envoyconfig "github.com/extauthz/extauthz/envoy-config"
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
@@ -200,4 +201,109 @@ param_flow:
 	}
 	stop()
 	wg.Wait()
+}
+
+// TestDryRun: with EXTAUTHZ_DECISION_DRY_RUN=true a request every rule would refuse (authority
+// on Check, a used-up value and a malformed request on the rate-limit API) is allowed, logged
+// and counted as dry_run under its resource.
+func TestDryRun(t *testing.T) {
+	p, rls, authz := startWithEnv(t, `
+authority:
+  - {resource: "GET:/reports", strategy: white, origins: [ops]}
+param_flow:
+  - {resource: "GET:/items", param: item_id, count: 1, duration: 1h}
+`, "EXTAUTHZ_DECISION_DRY_RUN=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	route, err := envoy.Match(req("GET", "/reports", "192.0.2.9", "x-origin", "stranger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := envoyconfig.CheckRequest(route, req("GET", "/reports", "192.0.2.9", "x-origin", "stranger"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := authz.Check(ctx, cr)
+	if err != nil || checkCode(t, resp) != 200 {
+		t.Fatalf("Check from a stranger in a dry run: %v, %v; want allowed", resp, err)
+	}
+	item := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitcommonv3.RateLimitDescriptor{rlDesc("resource", "GET:/items", "item_id", "dry")}}
+	for i := range 3 {
+		r, err := rls.ShouldRateLimit(ctx, item)
+		if err != nil || r.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("item call %d in a dry run: %v, %v; want OK", i+1, r, err)
+		}
+		if i > 0 && r.GetStatuses()[0].GetLimitRemaining() != 0 {
+			t.Errorf("item call %d: remaining %d, want the real 0", i+1, r.GetStatuses()[0].GetLimitRemaining())
+		}
+	}
+	r, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitcommonv3.RateLimitDescriptor{rlDesc("resource", "GET:/items", "", "x")}})
+	if err != nil || r.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("malformed request in a dry run: %v, %v; want OK", r, err)
+	}
+
+	for metric, want := range map[string]float64{
+		`extauthz_decisions_total{api="ext_authz",domain="",resource="GET:/reports",result="dry_run"}`: 1,
+		`extauthz_decisions_total{api="ratelimit",domain="d",resource="GET:/items",result="dry_run"}`:  2,
+		`extauthz_decisions_total{api="ratelimit",domain="d",resource="GET:/items",result="ok"}`:       1,
+		`extauthz_decisions_total{api="ratelimit",domain="d",resource="",result="dry_run"}`:            1,
+	} {
+		if got := metricValue(t, p, metric); got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+	e := p.Entry("dry run: would block")
+	if e == nil || e["resource"] != "GET:/reports" || e["reason"] != "not_in_white_list" {
+		t.Errorf("dry-run log entry %v, want the authority block of GET:/reports", e)
+	}
+}
+
+// TestShadowAuthorityRule: an authority rule with shadow: true refuses nobody; what it would
+// have refused is counted as shadow; an allowed request counts under its resource.
+func TestShadowAuthorityRule(t *testing.T) {
+	p, _, authz := startWithEnv(t, `
+authority:
+  - {resource: "GET:/reports", strategy: white, origins: [ops], shadow: true}
+  - {resource: "GET:/items", strategy: white, origins: [web]}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check := func(path, origin string) int {
+		r := req("GET", path, "192.0.2.9", "x-origin", origin)
+		route, err := envoy.Match(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := envoyconfig.CheckRequest(route, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := authz.Check(ctx, cr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkCode(t, resp)
+	}
+	if got := check("/reports", "stranger"); got != 200 {
+		t.Errorf("shadow white list, stranger: %d, want 200", got)
+	}
+	if got := check("/items?item_id=1", "web"); got != 200 {
+		t.Errorf("white list, web: %d, want 200", got)
+	}
+	if got := check("/items?item_id=1", "stranger"); got != 403 {
+		t.Errorf("white list, stranger: %d, want 403", got)
+	}
+	for metric, want := range map[string]float64{
+		`extauthz_decisions_total{api="ext_authz",domain="",resource="GET:/reports",result="shadow"}`:  1,
+		`extauthz_decisions_total{api="ext_authz",domain="",resource="GET:/items",result="ok"}`:        1,
+		`extauthz_decisions_total{api="ext_authz",domain="",resource="GET:/items",result="authority"}`: 1,
+	} {
+		if got := metricValue(t, p, metric); got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+	if e := p.Entry("shadow rule would block"); e == nil || e["resource"] != "GET:/reports" {
+		t.Errorf("shadow log entry %v, want one for GET:/reports", e)
+	}
 }

@@ -29,7 +29,7 @@ func kindOf(result string) kind {
 	switch result {
 	case "ok":
 		return kindOK
-	case "shadow":
+	case "shadow", "dry_run":
 		return kindShadow
 	case "authority":
 		return kindAuthority

@@ -40,6 +40,7 @@ const (
 	ResultInvalid   = "invalid"    // a malformed request, refused
 	ResultCancelled = "cancelled"  // the call ended during its throttle wait
 	ResultQueueFull = "queue_full" // refused: too many requests already waiting (Config.MaxWaiting)
+	ResultDryRun    = "dry_run"    // allowed by the dry run; it would have been refused
 )
 
 // DefaultMaxWaiting is Config.MaxWaiting when it is 0.
@@ -51,6 +52,10 @@ type Config struct {
 	// together; a request that would wait while that many do is refused at once with reason
 	// queue_full. 0 means DefaultMaxWaiting.
 	MaxWaiting int `json:"max_waiting"`
+	// DryRun evaluates and reports every rule but refuses and delays nothing: a request that
+	// would have been refused is allowed, logged ("dry run: would block") and counted with
+	// result dry_run; a throttled one is let through at once.
+	DryRun bool `json:"dry_run"`
 }
 
 // ConfigError is one bad setting of the decision section, by key (e.g. "max_waiting").
@@ -101,7 +106,9 @@ type Decider struct {
 	rec        Recorder
 	log        *zap.Logger
 	maxWaiting int64
-	waiting    atomic.Int64 // requests held in throttle queues now
+	dryRun     bool
+	waiting    atomic.Int64               // requests held in throttle queues now
+	names      atomic.Pointer[namedCache] // the resources the last rule set seen names
 }
 
 // New builds a Decider. It panics if opts.Rules is nil.
@@ -110,7 +117,7 @@ func New(opts Options) *Decider {
 		panic("policy: Options.Rules is nil")
 	}
 	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger,
-		maxWaiting: int64(opts.MaxWaiting)}
+		maxWaiting: int64(opts.MaxWaiting), dryRun: opts.DryRun}
 	if d.maxWaiting <= 0 {
 		d.maxWaiting = DefaultMaxWaiting
 	}
@@ -171,7 +178,7 @@ type Block struct {
 
 // RuleName names the rule as /rules does: authority[i] or param_flow[i].
 func (b *Block) RuleName() string {
-	if b.Kind == "" {
+	if b.Kind != ResultAuthority && b.Kind != ResultParamFlow {
 		return ""
 	}
 	return b.Kind + "[" + strconv.Itoa(b.Rule) + "]"
@@ -190,6 +197,9 @@ type Verdict struct {
 	At int
 	// Block describes the block (Authority, ParamFlow).
 	Block Block
+	// DryRun reports that the request was allowed by the dry run: Block (and At) say what
+	// would have refused it (Block.Kind ResultInvalid for a malformed request).
+	DryRun bool
 	// Shadow reports that a shadow rule would have blocked; ShadowBlock says which.
 	Shadow      bool
 	ShadowBlock Block
@@ -211,11 +221,23 @@ func (v *Verdict) reset() {
 }
 
 // Decide decides req into v, holds a throttled call for its wait, and records the outcome
-// (metrics, logs, the audit.Decision in ctx) once, whatever it is.
+// (metrics, logs, the audit.Decision in ctx) once, whatever it is. In a dry run a request that
+// would have been refused (Invalid, Authority, ParamFlow) is allowed instead, with DryRun set
+// and Block saying what would have refused it, and a throttled one is not held.
 func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	start := d.now()
 	v.reset()
 	defer d.record(ctx, req, v, start)
+	d.decide(ctx, req, v, start)
+	if d.dryRun && v.Kind != Allow && v.Kind != Cancelled {
+		v.Kind, v.DryRun = Allow, true
+		if v.Block.Kind == "" {
+			v.Block.Kind, v.Block.Reason = ResultInvalid, ResultInvalid
+		}
+	}
+}
+
+func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start time.Time) {
 	if req.Err != nil {
 		v.Kind, v.Err = Invalid, req.Err
 		var re *descriptors.RequestError
@@ -241,6 +263,15 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 				Reason: authorityReason(set, rule, e.Origin)}
 			d.logBlock(req, &v.Block, false)
 			return
+		}
+		if v.Shadow {
+			continue
+		}
+		if rule, blocked := set.Authority.CheckShadow(e.Resource, e.Origin); blocked {
+			v.Shadow = true
+			v.ShadowBlock = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
+				Reason: authorityReason(set, rule, e.Origin)}
+			d.logBlock(req, &v.ShadowBlock, true)
 		}
 	}
 	if set.ParamFlow == nil {
@@ -268,7 +299,7 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	}
 	hd := set.ParamFlow.Check(ctx, start, hot, opts, st)
 
-	if hd.ShadowBlocked && validEntry(hd.Shadow.Entry, len(entries)) {
+	if hd.ShadowBlocked && !v.Shadow && validEntry(hd.Shadow.Entry, len(entries)) {
 		v.Shadow = true
 		v.ShadowBlock = paramBlock(set, entries, &hd.Shadow)
 		d.logBlock(req, &v.ShadowBlock, true)
@@ -287,6 +318,9 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 		}
 		d.logBlock(req, &v.Block, false)
 		return
+	}
+	if hd.Wait > 0 && d.dryRun {
+		return // a dry run delays nothing
 	}
 	if hd.Wait > 0 {
 		if d.waiting.Add(1) > d.maxWaiting {
@@ -353,11 +387,31 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 	}
 }
 
-// applied is the resource of the first entry a hot-parameter rule applied to, or "".
-func (v *Verdict) applied(entries []descriptors.Entry) string {
-	for i := range v.Statuses {
-		if v.Statuses[i].Rule >= 0 && i < len(entries) {
-			return entries[i].Resource
+// namedCache is the resources a rule set's rules name.
+type namedCache struct {
+	set   *rulestore.Set
+	names map[string]struct{}
+}
+
+// named is the resource of the first entry that some rule of set names (a hot-parameter rule
+// of any kind, an authority rule, shadow rules included), or "": allowed requests are counted
+// under their resource, while the label values stay bounded by the rules.
+func (d *Decider) named(set *rulestore.Set, entries []descriptors.Entry) string {
+	if set == nil {
+		return ""
+	}
+	c := d.names.Load()
+	if c == nil || c.set != set {
+		c = &namedCache{set: set, names: make(map[string]struct{})}
+		for _, r := range set.ParamFlow.Rules() {
+			c.names[r.Resource] = struct{}{}
+		}
+		d.names.Store(c)
+	}
+	for i := range entries {
+		r := entries[i].Resource
+		if _, ok := c.names[r]; ok || set.Authority.Names(r) {
+			return r
 		}
 	}
 	return ""
@@ -366,21 +420,22 @@ func (v *Verdict) applied(entries []descriptors.Entry) string {
 // record is the one place a call's outcome is counted and audited.
 func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start time.Time) {
 	result, resource := ResultOK, ""
-	switch v.Kind {
-	case Invalid:
+	switch {
+	case v.DryRun:
+		result, resource = ResultDryRun, v.Block.Resource
+	case v.Kind == Invalid:
 		result = ResultInvalid
-	case Authority, ParamFlow:
+	case v.Kind == Authority || v.Kind == ParamFlow:
 		result, resource = v.Block.Kind, v.Block.Resource
 		if v.queueFull {
 			result = ResultQueueFull
 		}
-	case Cancelled:
-		result, resource = ResultCancelled, v.applied(req.Entries)
+	case v.Kind == Cancelled:
+		result, resource = ResultCancelled, d.named(v.Rules, req.Entries)
+	case v.Shadow:
+		result, resource = ResultShadow, v.ShadowBlock.Resource
 	default:
-		resource = v.applied(req.Entries)
-		if v.Shadow {
-			result, resource = ResultShadow, v.ShadowBlock.Resource
-		}
+		resource = d.named(v.Rules, req.Entries)
 	}
 	if d.rec != nil {
 		d.rec.Decision(req.API, req.Domain, resource, result, d.now().Sub(start))
@@ -415,6 +470,11 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 			a.Resource, a.Origin = b.Resource, b.Origin
 		}
 	}
+	if v.DryRun {
+		a.Result = "dry_run"
+		describe(&v.Block)
+		return
+	}
 	switch v.Kind {
 	case Invalid:
 		a.Result, a.Reason = "invalid", "invalid"
@@ -437,8 +497,11 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 
 func (d *Decider) logBlock(req *Request, b *Block, shadow bool) {
 	msg := "blocked"
-	if shadow {
+	switch {
+	case shadow:
 		msg = "shadow rule would block"
+	case d.dryRun:
+		msg = "dry run: would block"
 	}
 	ce := d.log.Check(zap.InfoLevel, msg)
 	if ce == nil {

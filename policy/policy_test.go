@@ -81,7 +81,7 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 			Authority, call{APIRateLimit, "edge", "GET:/admin", ResultAuthority},
 			audit.Decision{API: "ratelimit", Resource: "GET:/admin", Origin: "web", Result: "blocked", Reason: "authority", Rule: "authority[0]"}},
 		{"allowed, shadow would block", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/peek", "web", user)}},
-			Allow, call{APICheck, "", "", ResultOK}, // a shadow rule alone does not name the resource
+			Allow, call{APICheck, "", "GET:/peek", ResultOK}, // a shadow rule names its resource too
 			audit.Decision{API: "check", Resource: "GET:/peek", Origin: "web", Result: "allowed"}},
 		{"first token", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/buy", "web", item)}},
 			Allow, call{APICheck, "", "GET:/buy", ResultOK},
@@ -213,5 +213,118 @@ func TestMaxWaiting(t *testing.T) {
 	defer rec.mu.Unlock()
 	if w := rec.waits; len(w) != 3 || w[2] != 3*time.Second {
 		t.Errorf("queue waits %v, want the next request held 3s", w)
+	}
+}
+
+// TestAllowedCountedUnderTheirResource: an allowed request is recorded under its resource
+// when any rule names it (an authority rule alone included), and under "" otherwise.
+func TestAllowedCountedUnderTheirResource(t *testing.T) {
+	set := newSet(t,
+		[]authority.Rule{{Resource: "A", Strategy: authority.White, Origins: []string{"ops"}}},
+		[]hotparam.Rule{{Resource: "P", Param: "p", Count: 9, Duration: time.Second}})
+	rec := &recorder{}
+	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 }, Recorder: rec})
+	var v Verdict
+	for _, tt := range []struct {
+		entries []descriptors.Entry
+		want    string
+	}{
+		{[]descriptors.Entry{entry("A", "ops")}, "A"},
+		{[]descriptors.Entry{entry("P", "")}, "P"}, // no value of p: the rule named it, did not apply
+		{[]descriptors.Entry{entry("none", ""), entry("A", "ops")}, "A"},
+		{[]descriptors.Entry{entry("none", "")}, ""},
+	} {
+		d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: tt.entries}, &v)
+		if got := rec.calls[len(rec.calls)-1]; got.result != ResultOK || got.resource != tt.want {
+			t.Errorf("entries %+v: recorded %+v, want ok under %q", tt.entries, got, tt.want)
+		}
+	}
+}
+
+// TestShadowAuthority: a shadow authority rule never refuses, and reports what it would have.
+func TestShadowAuthority(t *testing.T) {
+	set := newSet(t, []authority.Rule{
+		{Resource: "S", Strategy: authority.Black, Origins: []string{"bad"}, Shadow: true},
+		{Resource: "S", Strategy: authority.White, Origins: []string{"bad", "good"}},
+	}, nil)
+	rec := &recorder{}
+	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 }, Recorder: rec})
+	ctx, a := audit.NewContext(context.Background())
+	var v Verdict
+	d.Decide(ctx, &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "bad")}}, &v)
+	if v.Kind != Allow || !v.Shadow || v.ShadowBlock.Rule != 0 || v.ShadowBlock.Reason != "in_black_list" {
+		t.Errorf("shadow black list: kind %d shadow %v %+v, want allowed, shadow block by rule 0", v.Kind, v.Shadow, v.ShadowBlock)
+	}
+	if got, want := rec.calls[0], (call{APICheck, "", "S", ResultShadow}); got != want {
+		t.Errorf("recorded %+v, want %+v", got, want)
+	}
+	if !a.Shadow || a.Result != "allowed" || a.Rule != "authority[0]" || a.Reason != "authority" {
+		t.Errorf("audit %+v, want allowed with a shadow authority[0]", a)
+	}
+	// The enforcing rule still refuses; the shadow rule does not hide it.
+	d.Decide(context.Background(), &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "ugly")}}, &v)
+	if v.Kind != Authority || v.Block.Rule != 1 {
+		t.Errorf("white list: kind %d block %+v, want refused by rule 1", v.Kind, v.Block)
+	}
+	d.Decide(context.Background(), &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "good")}}, &v)
+	if v.Kind != Allow || v.Shadow {
+		t.Errorf("good origin: kind %d shadow %v, want allowed, no shadow block", v.Kind, v.Shadow)
+	}
+}
+
+// TestDryRun: with DryRun every rule is evaluated and reported, nothing is refused or held.
+func TestDryRun(t *testing.T) {
+	set := newSet(t,
+		[]authority.Rule{{Resource: "A", Strategy: authority.White, Origins: []string{"ops"}}},
+		[]hotparam.Rule{
+			{Resource: "B", Param: "p", Count: 1, Duration: time.Minute},
+			{Resource: "C", Param: "p", Count: 1, Duration: time.Hour, Behavior: hotparam.Throttle, MaxQueueingTime: 2 * time.Hour},
+		})
+	rec := &recorder{}
+	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 }, Recorder: rec,
+		Config: Config{DryRun: true}})
+	p := hotparam.Param{Name: "p", Values: []string{"v"}}
+	type want struct {
+		dryRun   bool
+		call     call
+		reason   string
+		auditRes string
+	}
+	steps := []struct {
+		name string
+		req  Request
+		want want
+	}{
+		{"authority", Request{API: APICheck, Entries: []descriptors.Entry{entry("A", "web", p)}},
+			want{true, call{APICheck, "", "A", ResultDryRun}, "authority", "dry_run"}},
+		{"first token", Request{API: APICheck, Entries: []descriptors.Entry{entry("B", "", p)}},
+			want{false, call{APICheck, "", "B", ResultOK}, "", "allowed"}},
+		{"qps", Request{API: APICheck, Entries: []descriptors.Entry{entry("B", "", p)}},
+			want{true, call{APICheck, "", "B", ResultDryRun}, "qps", "dry_run"}},
+		{"invalid", Request{API: APIRateLimit, Err: &descriptors.RequestError{Descriptor: -1, Err: descriptors.ErrNoDescriptors}},
+			want{true, call{APIRateLimit, "", "", ResultDryRun}, "invalid", "dry_run"}},
+		{"throttle first", Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("C", "", p)}},
+			want{false, call{APIRateLimit, "", "C", ResultOK}, "", "allowed"}},
+		// Would wait an hour: let through at once.
+		{"throttle held", Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("C", "", p)}},
+			want{false, call{APIRateLimit, "", "C", ResultOK}, "", "allowed"}},
+	}
+	for i, st := range steps {
+		ctx, a := audit.NewContext(context.Background())
+		var v Verdict
+		began := time.Now()
+		d.Decide(ctx, &st.req, &v)
+		if time.Since(began) > time.Second {
+			t.Errorf("%s: held %v, want no wait in a dry run", st.name, time.Since(began))
+		}
+		if v.Kind != Allow || v.DryRun != st.want.dryRun {
+			t.Errorf("%s: kind %d dry run %v, want allowed, dry run %v", st.name, v.Kind, v.DryRun, st.want.dryRun)
+		}
+		if got := rec.calls[i]; got != st.want.call {
+			t.Errorf("%s: recorded %+v, want %+v", st.name, got, st.want.call)
+		}
+		if a.Result != st.want.auditRes || a.Reason != st.want.reason {
+			t.Errorf("%s: audit %+v, want result %s reason %q", st.name, a, st.want.auditRes, st.want.reason)
+		}
 	}
 }
