@@ -3,6 +3,7 @@ package envoyapi
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -64,7 +65,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	resp := newResponse(n)
 	if v.Statuses != nil {
-		fillStatuses(resp, s.ruleNames(v.Rules), v.Statuses)
+		fillStatuses(resp, s.limits(v.Rules), v.Statuses)
 	}
 	if v.Kind == policy.ParamFlow {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -92,62 +93,87 @@ func newResponse(n int) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-// fillStatuses sets current_limit (named from names, indexed by rule), limit_remaining and
-// duration_until_reset of every status
-// whose descriptor a rule applied to.
-func fillStatuses(resp *rlsv3.RateLimitResponse, names []string, st []hotparam.Status) {
-	applied := 0
-	for i := range st {
-		if st[i].Rule >= 0 {
-			applied++
-		}
-	}
-	if applied == 0 {
-		return
-	}
-	limits := make([]rlsv3.RateLimitResponse_RateLimit, applied)
-	durs := make([]durationpb.Duration, applied)
-	j := 0
+// fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
+// whose descriptor a rule applied to. The current_limit and duration_until_reset messages are
+// shared between answers (see limitCache and resetDuration): they are never changed once made,
+// and gRPC only reads them.
+func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []hotparam.Status) {
 	for i := range st {
 		s := &st[i]
 		if s.Rule < 0 {
 			continue
 		}
-		l, du := &limits[j], &durs[j]
-		j++
 		q := quotaOf(s)
-		l.RequestsPerUnit, l.Unit = q.limit, q.unit
-		if s.Rule < len(names) {
-			l.Name = names[s.Rule]
-		}
-		du.Seconds = q.reset
 		ds := resp.Statuses[i]
-		ds.CurrentLimit = l
+		ds.CurrentLimit = limits.get(s.Rule, &q)
 		ds.LimitRemaining = q.remaining
-		ds.DurationUntilReset = du
+		ds.DurationUntilReset = resetDuration(q.reset)
 	}
 }
 
-// ruleNames returns the names of set's param-flow rules for current_limit, "param_flow[INDEX]
-// RESOURCE PARAM", made once per rule set rather than once per answer.
-func (s *Server) ruleNames(set *rulestore.Set) []string {
-	if c := s.names.Load(); c != nil && c.set == set {
-		return c.names
+// limits returns the current_limit cache of set, made once per rule set.
+func (s *Server) limits(set *rulestore.Set) *limitCache {
+	if c := s.limitCache.Load(); c != nil && c.set == set {
+		return c
 	}
 	var rs []hotparam.Rule
 	if set.ParamFlow != nil {
 		rs = set.ParamFlow.Rules()
 	}
-	names := make([]string, len(rs))
-	for i, r := range rs {
-		names[i] = "param_flow[" + strconv.Itoa(i) + "] " + r.Resource + " " + r.Param
-	}
-	s.names.Store(&nameCache{set: set, names: names})
-	return names
+	c := &limitCache{set: set, rules: rs, limits: make([]atomic.Pointer[rlsv3.RateLimitResponse_RateLimit], len(rs))}
+	s.limitCache.Store(c)
+	return c
 }
 
-// nameCache is the rule names of one rule set.
-type nameCache struct {
-	set   *rulestore.Set
-	names []string
+// limitCache holds, per param-flow rule of one rule set, the current_limit message of the
+// rule's own count (made on first use), named "param_flow[INDEX] RESOURCE PARAM".
+type limitCache struct {
+	set    *rulestore.Set
+	rules  []hotparam.Rule
+	limits []atomic.Pointer[rlsv3.RateLimitResponse_RateLimit]
+}
+
+// get returns the current_limit of q under rule: the shared one when q states it, a new one
+// (an exception item's count) otherwise.
+func (c *limitCache) get(rule int, q *quota) *rlsv3.RateLimitResponse_RateLimit {
+	if rule >= len(c.limits) {
+		return &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: q.limit, Unit: q.unit}
+	}
+	p := &c.limits[rule]
+	l := p.Load()
+	if l != nil && l.RequestsPerUnit == q.limit && l.Unit == q.unit {
+		return l
+	}
+	var name string
+	if l != nil {
+		name = l.Name
+	} else {
+		r := &c.rules[rule]
+		name = "param_flow[" + strconv.Itoa(rule) + "] " + r.Resource + " " + r.Param
+	}
+	n := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: q.limit, Unit: q.unit}
+	if l == nil {
+		p.CompareAndSwap(nil, n)
+	}
+	return n
+}
+
+// resets are the shared duration_until_reset messages of whole seconds below len(resets),
+// made on first use.
+var resets [3601]atomic.Pointer[durationpb.Duration]
+
+// resetDuration is a duration_until_reset of sec whole seconds, shared when it is small.
+func resetDuration(sec int64) *durationpb.Duration {
+	if sec < 0 || sec >= int64(len(resets)) {
+		return &durationpb.Duration{Seconds: sec}
+	}
+	p := &resets[sec]
+	if d := p.Load(); d != nil {
+		return d
+	}
+	d := &durationpb.Duration{Seconds: sec}
+	if p.CompareAndSwap(nil, d) {
+		return d
+	}
+	return p.Load()
 }

@@ -87,10 +87,10 @@ type Options struct {
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
 // for concurrent use.
 type Server struct {
-	mapper *descriptors.Mapper
-	policy *policy.Decider
-	pool   sync.Pool                 // of *scratch
-	names  atomic.Pointer[nameCache] // current_limit names of the last rule set seen
+	mapper     *descriptors.Mapper
+	policy     *policy.Decider
+	pool       sync.Pool                  // of *scratch
+	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
 }
 
 var (
