@@ -138,5 +138,6 @@ func (s *Server) putScratch(sc *scratch) {
 		return
 	}
 	sc.req = policy.Request{}
+	sc.verdict.Rules, sc.verdict.Err = nil, nil // keep no rule set alive from the pool
 	s.pool.Put(sc)
 }

@@ -107,8 +107,8 @@ type Decider struct {
 	log        *zap.Logger
 	maxWaiting int64
 	dryRun     bool
-	waiting    atomic.Int64               // requests held in throttle queues now
-	names      atomic.Pointer[namedCache] // the resources the last rule set seen names
+	waiting    atomic.Int64              // requests held in throttle queues now
+	rulesCache atomic.Pointer[ruleCache] // lookups in the last rule set seen
 }
 
 // New builds a Decider. It panics if opts.Rules is nil.
@@ -281,7 +281,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	if d.waiting.Load() >= d.maxWaiting {
 		// The queues are full: a request a throttle rule would hold is refused before it takes
 		// a place in a queue.
-		if i, rule := throttled(set, entries); i >= 0 {
+		if i, rule := d.throttled(set, entries); i >= 0 {
 			d.queueFull(req, v, set, entries, i, rule)
 			return
 		}
@@ -327,7 +327,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			// Lost a race for the last places: refused, and the place this request took in its
 			// queue stays taken, as a cancelled wait's does.
 			d.waiting.Add(-1)
-			i, rule := throttled(set, entries)
+			i, rule := d.throttled(set, entries)
 			d.queueFull(req, v, set, entries, max(i, 0), rule)
 			return
 		}
@@ -340,18 +340,16 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	v.Wait = hd.Wait
 }
 
-// throttled returns the first entry that is no release and a throttle rule of set names, with
-// that rule's index; -1, -1 when there is none.
-func throttled(set *rulestore.Set, entries []descriptors.Entry) (entry, rule int) {
-	rs := set.ParamFlow.Rules()
+// throttled returns the first entry that is no release and an enforcing throttle rule of set
+// names, with that rule's index; -1, -1 when there is none.
+func (d *Decider) throttled(set *rulestore.Set, entries []descriptors.Entry) (entry, rule int) {
+	c := d.cache(set)
 	for i := range entries {
 		if entries[i].Release {
 			continue
 		}
-		for j := range rs {
-			if rs[j].Behavior == hotparam.Throttle && !rs[j].Shadow && rs[j].Resource == entries[i].Resource {
-				return i, j
-			}
+		if r, ok := c.throttle[entries[i].Resource]; ok {
+			return i, r
 		}
 	}
 	return -1, -1
@@ -387,10 +385,28 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 	}
 }
 
-// namedCache is the resources a rule set's rules name.
-type namedCache struct {
-	set   *rulestore.Set
-	names map[string]struct{}
+// ruleCache is what the decision path looks up in one rule set by resource.
+type ruleCache struct {
+	set      *rulestore.Set
+	names    map[string]struct{} // resources a param-flow rule names
+	throttle map[string]int      // resource -> its first enforcing throttle rule
+}
+
+// cache returns the ruleCache of set, made once per rule set.
+func (d *Decider) cache(set *rulestore.Set) *ruleCache {
+	c := d.rulesCache.Load()
+	if c != nil && c.set == set {
+		return c
+	}
+	c = &ruleCache{set: set, names: make(map[string]struct{}), throttle: make(map[string]int)}
+	for i, r := range set.ParamFlow.Rules() {
+		c.names[r.Resource] = struct{}{}
+		if _, ok := c.throttle[r.Resource]; !ok && r.Behavior == hotparam.Throttle && !r.Shadow {
+			c.throttle[r.Resource] = i
+		}
+	}
+	d.rulesCache.Store(c)
+	return c
 }
 
 // named is the resource of the first entry that some rule of set names (a hot-parameter rule
@@ -400,14 +416,7 @@ func (d *Decider) named(set *rulestore.Set, entries []descriptors.Entry) string 
 	if set == nil {
 		return ""
 	}
-	c := d.names.Load()
-	if c == nil || c.set != set {
-		c = &namedCache{set: set, names: make(map[string]struct{})}
-		for _, r := range set.ParamFlow.Rules() {
-			c.names[r.Resource] = struct{}{}
-		}
-		d.names.Store(c)
-	}
+	c := d.cache(set)
 	for i := range entries {
 		r := entries[i].Resource
 		if _, ok := c.names[r]; ok || set.Authority.Names(r) {
