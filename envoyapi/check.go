@@ -58,7 +58,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 func allowed(h []*corev3.HeaderValueOption) *authv3.CheckResponse {
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.OK)},
-		// response_headers_to_add reach the client; OkHttpResponse.headers would go upstream.
+		// response_headers_to_add reach the client (Envoy's ext_authz Filter::onComplete keeps
+		// them for encodeHeaders); OkHttpResponse.headers would be added to the request upstream.
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: h}},
 	}
 }
