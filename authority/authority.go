@@ -127,6 +127,8 @@ type Rule struct {
 	Strategy      Strategy
 	Origins       []string // exact names; IP addresses and CIDRs match an origin that is an IP
 	MissingOrigin MissingOrigin
+	// Shadow rules are evaluated and reported (CheckShadow) but never block (Check skips them).
+	Shadow bool
 }
 
 // RuleError is a rule that New cannot compile.
@@ -151,11 +153,13 @@ func (e *RuleError) Unwrap() error { return e.Err }
 type List struct {
 	rules      []Rule
 	byResource map[string][]compiled // the rules of each resource, in the order given to New
+	shadows    bool                  // some rule is a shadow rule
 }
 
 // compiled is one rule ready for Check.
 type compiled struct {
 	index        int // in the slice given to New
+	shadow       bool
 	white        bool
 	allowMissing bool
 	names        map[string]struct{} // entries that are not IPs; nil when none
@@ -181,6 +185,7 @@ func New(rules []Rule) (*List, error) {
 		}
 		r.Origins = append([]string(nil), r.Origins...)
 		l.rules[i] = r
+		l.shadows = l.shadows || r.Shadow
 		if l.byResource == nil {
 			l.byResource = make(map[string][]compiled)
 		}
@@ -204,6 +209,7 @@ func compile(i int, r Rule) (compiled, error) {
 	}
 	c := compiled{
 		index:        i,
+		shadow:       r.Shadow,
 		white:        r.Strategy == White,
 		allowMissing: r.MissingOrigin.allows(r.Strategy),
 	}
@@ -233,6 +239,7 @@ func compile(i int, r Rule) (compiled, error) {
 
 // Check reports whether origin may reach resource. An empty origin is a missing one. When it may
 // not, rule is the index (in the slice given to New) of the first rule that blocks; otherwise -1.
+// Shadow rules are left out: see CheckShadow.
 //
 // Check does not allocate. It parses origin as an IP address at most once, and only when a rule
 // of the resource has IP or CIDR entries.
@@ -240,11 +247,38 @@ func (l *List) Check(resource, origin string) (rule int, ok bool) {
 	if l == nil {
 		return -1, true
 	}
+	return l.check(resource, origin, false)
+}
+
+// CheckShadow is Check over the shadow rules alone: blocked reports that a shadow rule of
+// resource would have blocked origin, rule which (-1 when none would).
+func (l *List) CheckShadow(resource, origin string) (rule int, blocked bool) {
+	if l == nil || !l.shadows {
+		return -1, false
+	}
+	rule, ok := l.check(resource, origin, true)
+	return rule, !ok
+}
+
+// Names reports whether a rule (shadow rules included) names resource.
+func (l *List) Names(resource string) bool {
+	if l == nil {
+		return false
+	}
+	_, ok := l.byResource[resource]
+	return ok
+}
+
+// check runs the rules of resource whose shadow flag is shadow.
+func (l *List) check(resource, origin string, shadow bool) (rule int, ok bool) {
 	rs := l.byResource[resource]
 	var addr netip.Addr
 	parsed := false
 	for i := range rs {
 		c := &rs[i]
+		if c.shadow != shadow {
+			continue
+		}
 		if origin == "" {
 			if !c.allowMissing {
 				return c.index, false

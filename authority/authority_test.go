@@ -443,3 +443,48 @@ func TestCheckConcurrent(t *testing.T) {
 		<-done
 	}
 }
+
+// TestShadowRules: Check leaves shadow rules out; CheckShadow runs them alone.
+func TestShadowRules(t *testing.T) {
+	l, err := New([]Rule{
+		{Resource: "r", Strategy: White, Origins: []string{"a", "b"}},
+		{Resource: "r", Strategy: Black, Origins: []string{"b", "10.0.0.0/8"}, Shadow: true},
+		{Resource: "s", Strategy: White, Origins: []string{"a"}, Shadow: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		resource, origin string
+		rule             int
+		ok               bool
+		shadowRule       int
+		shadowBlocked    bool
+	}{
+		{"r", "a", -1, true, -1, false},
+		{"r", "b", -1, true, 1, true},
+		{"r", "c", 0, false, -1, false},
+		{"r", "10.1.2.3", 0, false, 1, true},
+		{"s", "z", -1, true, 2, true},
+		{"s", "", -1, true, 2, true}, // a white list denies a missing origin
+		{"s", "a", -1, true, -1, false},
+		{"t", "z", -1, true, -1, false},
+	}
+	for _, tt := range tests {
+		rule, ok := l.Check(tt.resource, tt.origin)
+		sr, sb := l.CheckShadow(tt.resource, tt.origin)
+		if rule != tt.rule || ok != tt.ok || sr != tt.shadowRule || sb != tt.shadowBlocked {
+			t.Errorf("%s from %q: Check %d %v, CheckShadow %d %v; want %d %v, %d %v", tt.resource, tt.origin,
+				rule, ok, sr, sb, tt.rule, tt.ok, tt.shadowRule, tt.shadowBlocked)
+		}
+	}
+	for r, want := range map[string]bool{"r": true, "s": true, "t": false} {
+		if got := l.Names(r); got != want {
+			t.Errorf("Names(%q) = %v, want %v", r, got, want)
+		}
+	}
+	var nilList *List
+	if r, b := nilList.CheckShadow("r", "a"); r != -1 || b || nilList.Names("r") {
+		t.Errorf("nil list: CheckShadow %d %v, Names %v; want nothing", r, b, nilList.Names("r"))
+	}
+}

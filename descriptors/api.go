@@ -43,14 +43,9 @@ type RateLimitConfig struct {
 	LeaseKey string `mapstructure:"lease_key" json:"lease_key"`
 }
 
-// Entry is one request (or descriptor) mapped for the rule engines.
+// Entry is one request (or descriptor) mapped for the rule engines: the hot-parameter entry
+// itself, handed to hotparam as it is, and the origin the authority rules read.
 type Entry struct {
-	Resource string
-	Origin   string // "" when none
-	Params   []hotparam.Param
-	Hits     int64 // 0 means 1
-	Release  bool
-	// LeaseID names the concurrency lease the entry acquires or releases; "" when none (rate
-	// limit only: a descriptor's LeaseKey entry).
-	LeaseID string
+	hotparam.Entry
+	Origin string // "" when none
 }

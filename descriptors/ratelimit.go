@@ -21,8 +21,9 @@ func (m *Mapper) RateLimit(req *rlsv3.RateLimitRequest) ([]Entry, error) {
 // none, "generic_key") names the resource, the first keyed by the origin key names the origin,
 // the first keyed by the lease key names the lease (Entry.LeaseID), and every other entry is a
 // param named by its key, a repeated key giving several values. The
-// hits are the descriptor's hits_addend when set, else the request's; Release is the
-// descriptor's is_negative_hits. Strings in the entries may share memory with req.
+// hits are the descriptor's hits_addend when set, else the request's (0 meaning 1); a
+// descriptor's explicit hits_addend of 0 is a probe (Probe: decided without consuming). Release
+// is the descriptor's is_negative_hits. Strings in the entries may share memory with req.
 //
 // It returns a *RequestError (naming the descriptor) wrapping ErrNoDescriptors,
 // ErrTooManyDescriptors, ErrTooManyEntries, ErrEmptyKey, ErrKeyTooLong, ErrValueTooLong or
@@ -56,13 +57,18 @@ func (m *Mapper) AppendRateLimit(dst []Entry, req *rlsv3.RateLimitRequest) ([]En
 // descriptor maps one descriptor into e. Errors name the field relative to the descriptor.
 func (m *Mapper) descriptor(e *Entry, d *ratelimitv3.RateLimitDescriptor, hits int64) *RequestError {
 	params := e.Params[:0]
-	*e = Entry{Hits: hits, Release: d.GetIsNegativeHits()}
+	*e = Entry{Entry: hotparam.Entry{Hits: hits, Release: d.GetIsNegativeHits()}}
 	defer func() { e.Params = params }()
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > math.MaxInt64 {
 			return &RequestError{Field: ".hits_addend", Err: ErrHitsTooLarge}
 		}
 		e.Hits = int64(h.GetValue())
+		// Envoy sends a descriptor's hits_addend whenever it is set, 0 included
+		// (GrpcClientImpl::createRequest, filters/common/ratelimit: hits_addend_.has_value()),
+		// and it overrides the request's addend; only the request-level 0 means 1. An explicit
+		// 0 checks without consuming.
+		e.Probe = e.Hits == 0
 	}
 	entries := d.GetEntries()
 	if len(entries) > MaxEntries {

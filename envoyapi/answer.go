@@ -2,7 +2,6 @@ package envoyapi
 
 import (
 	"math"
-	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -11,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // Header names of the answers.
@@ -23,38 +23,26 @@ const (
 	contentJSON       = "application/json"
 )
 
-// block describes what blocked a request (or would have, for a shadow rule), for logs and the
-// JSON body.
-type block struct {
-	kind     string // ResultAuthority or ResultParamFlow
-	rule     int
-	resource string
-	origin   string
-	param    string
-	value    string
-	reason   string
-}
-
 // appendBody appends the JSON body that tells the client what blocked it:
 // {"blocked":..,"rule":..,"resource":..,"origin":..,"param":..,"value":..,"reason":..};
 // param and value are left out for authority blocks.
-func appendBody(b []byte, bl *block) []byte {
+func appendBody(b []byte, bl *policy.Block) []byte {
 	b = append(b, `{"blocked":`...)
-	b = appendJSONString(b, bl.kind)
+	b = appendJSONString(b, bl.Kind)
 	b = append(b, `,"rule":`...)
-	b = strconv.AppendInt(b, int64(bl.rule), 10)
+	b = strconv.AppendInt(b, int64(bl.Rule), 10)
 	b = append(b, `,"resource":`...)
-	b = appendJSONString(b, bl.resource)
+	b = appendJSONString(b, bl.Resource)
 	b = append(b, `,"origin":`...)
-	b = appendJSONString(b, bl.origin)
-	if bl.kind == ResultParamFlow {
+	b = appendJSONString(b, bl.Origin)
+	if bl.Kind == ResultParamFlow {
 		b = append(b, `,"param":`...)
-		b = appendJSONString(b, bl.param)
+		b = appendJSONString(b, bl.Param)
 		b = append(b, `,"value":`...)
-		b = appendJSONString(b, bl.value)
+		b = appendJSONString(b, bl.Value)
 	}
 	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, bl.reason)
+	b = appendJSONString(b, bl.Reason)
 	return append(b, '}')
 }
 
@@ -101,19 +89,6 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// reasonName names a hot-parameter block reason in bodies and logs.
-func reasonName(r hotparam.Reason) string {
-	switch r {
-	case hotparam.ReasonQPS:
-		return "qps"
-	case hotparam.ReasonThrottle:
-		return "throttle"
-	case hotparam.ReasonConcurrency:
-		return "concurrency"
-	}
-	return "none"
-}
-
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
@@ -137,13 +112,61 @@ func headerOption(k, v string) *corev3.HeaderValueOption {
 	}
 }
 
+// quota is what the x-ratelimit-* headers say of one status, the same on both APIs (see
+// Envoy's XRateLimitHeaderUtils::populateHeaders, ratelimit filter, for what Envoy builds from a
+// rate-limit answer):
+//
+//   - limit is the rule's count for the value (an exception item applied): its sustained rate
+//     per its duration, or its most in flight for a concurrency rule. A burst is headroom the
+//     headers do not advertise.
+//   - remaining is what is left, never more than limit: with a burst the bucket holds more
+//     than count, and the headers show at most count of it.
+//   - unit is the duration when it is exactly one second, minute, hour or day; for any other
+//     duration (5 per 2s, 90 per 90s) and for concurrency it is UNKNOWN, so that Envoy states
+//     the limit without a w= window rather than a rate the remaining count does not follow.
+//   - reset is the time until the value is full again, rounded up to whole seconds (the one
+//     rounding: Envoy reads only the seconds of duration_until_reset, so the rate-limit answer
+//     carries the rounded-up value).
+type quota struct {
+	limit, remaining uint32
+	unit             rlsv3.RateLimitResponse_RateLimit_Unit
+	window           int64 // seconds of unit; 0 for UNKNOWN
+	reset            int64 // seconds
+}
+
+func quotaOf(st *hotparam.Status) quota {
+	q := quota{limit: clamp32(st.Limit), reset: ceilSeconds(st.ResetAfter)}
+	q.remaining = min(clamp32(st.Remaining), q.limit)
+	for _, u := range units {
+		if st.Duration == u.d {
+			q.unit, q.window = u.unit, int64(u.d/time.Second)
+			break
+		}
+	}
+	return q
+}
+
+// appendLimit appends the x-ratelimit-limit value Envoy builds for a single status (no name):
+// "N" or, with a window, "N, N;w=W".
+func (q *quota) appendLimit(b []byte) []byte {
+	b = strconv.AppendUint(b, uint64(q.limit), 10)
+	if q.window > 0 {
+		b = append(b, ", "...)
+		b = strconv.AppendUint(b, uint64(q.limit), 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, q.window, 10)
+	}
+	return b
+}
+
 // rateHeaders appends the x-ratelimit-* headers of st, allocated together.
 func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.HeaderValueOption {
+	q := quotaOf(st)
 	opts := make([]corev3.HeaderValueOption, 3)
 	vals := make([]corev3.HeaderValue, 3)
-	vals[0] = corev3.HeaderValue{Key: HeaderLimit, Value: strconv.FormatInt(st.Limit, 10)}
-	vals[1] = corev3.HeaderValue{Key: HeaderRemaining, Value: strconv.FormatInt(max(st.Remaining, 0), 10)}
-	vals[2] = corev3.HeaderValue{Key: HeaderReset, Value: strconv.FormatInt(ceilSeconds(st.ResetAfter), 10)}
+	vals[0] = corev3.HeaderValue{Key: HeaderLimit, Value: string(q.appendLimit(make([]byte, 0, 32)))}
+	vals[1] = corev3.HeaderValue{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(q.remaining), 10)}
+	vals[2] = corev3.HeaderValue{Key: HeaderReset, Value: strconv.FormatInt(q.reset, 10)}
 	for i := range opts {
 		opts[i].Header = &vals[i]
 		opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
@@ -152,7 +175,7 @@ func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.H
 	return h
 }
 
-// units are the rate-limit units a limit is stated in, smallest first.
+// units are the rate-limit units a limit is stated in.
 var units = [...]struct {
 	unit rlsv3.RateLimitResponse_RateLimit_Unit
 	d    time.Duration
@@ -161,45 +184,6 @@ var units = [...]struct {
 	{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
 	{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
 	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-}
-
-// currentLimit states count per d in a rate-limit unit, the closest honest one: exactly when d
-// is one second, minute, hour or day; otherwise the smallest unit in which the rate is a whole
-// number of at least 1 (5 per 2s is 150 per MINUTE, 90 per 90s is 1 per SECOND); failing that, the rate in the smallest unit at least as long as d, rounded down
-// (3 per 700ms is 4 per SECOND), so the stated limit never exceeds the real one. A duration
-// over a day is stated per DAY, rounded down (a rate under one per day is 0 per DAY). A limit
-// with no duration (a concurrency limit) is count with the unit UNKNOWN.
-func currentLimit(count int64, d time.Duration) (uint32, rlsv3.RateLimitResponse_RateLimit_Unit) {
-	count = max(count, 0)
-	if d <= 0 {
-		return clamp32(count), rlsv3.RateLimitResponse_RateLimit_UNKNOWN
-	}
-	first := len(units) - 1 // the smallest unit at least as long as d
-	for i := len(units) - 1; i >= 0 && units[i].d >= d; i-- {
-		first = i
-	}
-	for _, u := range units {
-		n, rem, ok := perUnit(count, u.d, d)
-		if ok && rem == 0 && n >= 1 && n <= math.MaxUint32 {
-			return clamp32(int64(n)), u.unit
-		}
-	}
-	n, _, ok := perUnit(count, units[first].d, d)
-	if !ok {
-		return math.MaxUint32, units[first].unit
-	}
-	return clamp32(int64(min(n, math.MaxInt64))), units[first].unit
-}
-
-// perUnit returns count*unit/d and its remainder, exactly in 128 bits; ok is false when the
-// quotient does not fit in 64 bits.
-func perUnit(count int64, unit, d time.Duration) (n, rem uint64, ok bool) {
-	hi, lo := bits.Mul64(uint64(count), uint64(unit))
-	if hi >= uint64(d) {
-		return 0, 0, false
-	}
-	n, rem = bits.Div64(hi, lo, uint64(d))
-	return n, rem, true
 }
 
 func clamp32(n int64) uint32 {

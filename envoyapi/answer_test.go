@@ -7,46 +7,60 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/extauthz/extauthz/hotparam"
 )
 
-func TestCurrentLimit(t *testing.T) {
+// TestQuota: what the x-ratelimit-* headers state of a status: remaining never above limit
+// (burst), one rounding of reset (up), a unit only for exactly one second, minute, hour or day.
+func TestQuota(t *testing.T) {
 	const (
-		sec    = rlsv3.RateLimitResponse_RateLimit_SECOND
-		minute = rlsv3.RateLimitResponse_RateLimit_MINUTE
-		hour   = rlsv3.RateLimitResponse_RateLimit_HOUR
-		day    = rlsv3.RateLimitResponse_RateLimit_DAY
+		sec     = rlsv3.RateLimitResponse_RateLimit_SECOND
+		minute  = rlsv3.RateLimitResponse_RateLimit_MINUTE
+		hour    = rlsv3.RateLimitResponse_RateLimit_HOUR
+		day     = rlsv3.RateLimitResponse_RateLimit_DAY
+		unknown = rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 	)
 	tests := []struct {
-		count    int64
-		d        time.Duration
-		wantN    uint32
-		wantUnit rlsv3.RateLimitResponse_RateLimit_Unit
+		st        hotparam.Status
+		want      quota
+		wantLimit string
 	}{
-		{5, time.Second, 5, sec},
-		{5, time.Minute, 5, minute},
-		{5, time.Hour, 5, hour},
-		{5, 24 * time.Hour, 5, day},
-		{0, time.Second, 0, sec},
-		{90, 90 * time.Second, 1, sec},
-		{5, 2 * time.Second, 150, minute},
-		{1, 100 * time.Millisecond, 10, sec},
-		{3, 700 * time.Millisecond, 4, sec}, // no unit gives a whole number: rounded down
-		{7, 3 * time.Hour, 56, day},
-		{5, 90 * time.Minute, 80, day},
-		{1, 47 * time.Hour, 0, day}, // under one per day
-		{3, 48 * time.Hour, 1, day}, // over a day: per DAY, rounded down
-		{1_000_000, 2 * time.Second, 500_000, sec},
-		{1_000_000, time.Second, 1_000_000, sec},
-		{1 << 40, time.Second, math.MaxUint32, sec},
-		{1 << 40, 2 * time.Second, math.MaxUint32, minute},
-		{math.MaxInt64, time.Millisecond, math.MaxUint32, sec},
-		{3, 0, 3, rlsv3.RateLimitResponse_RateLimit_UNKNOWN}, // concurrency
-		{-1, time.Second, 0, sec},
+		{hotparam.Status{Limit: 5, Duration: time.Second, Remaining: 3, ResetAfter: 400 * time.Millisecond},
+			quota{5, 3, sec, 1, 1}, "5, 5;w=1"},
+		// Burst: the bucket holds 6 of a limit of 5; the headers say 5.
+		{hotparam.Status{Limit: 5, Duration: time.Second, Remaining: 6, ResetAfter: 0},
+			quota{5, 5, sec, 1, 0}, "5, 5;w=1"},
+		{hotparam.Status{Limit: 3, Duration: time.Minute, Remaining: 2, ResetAfter: 20 * time.Second},
+			quota{3, 2, minute, 60, 20}, "3, 3;w=60"},
+		{hotparam.Status{Limit: 3, Duration: time.Hour, Remaining: 0, ResetAfter: time.Hour + time.Nanosecond},
+			quota{3, 0, hour, 3600, 3601}, "3, 3;w=3600"},
+		{hotparam.Status{Limit: 9, Duration: 24 * time.Hour, Remaining: 9},
+			quota{9, 9, day, 86400, 0}, "9, 9;w=86400"},
+		// Not a whole unit: no window, the count the remaining follows.
+		{hotparam.Status{Limit: 5, Duration: 2 * time.Second, Remaining: 4, ResetAfter: 1500 * time.Millisecond},
+			quota{5, 4, unknown, 0, 2}, "5"},
+		{hotparam.Status{Limit: 90, Duration: 90 * time.Second, Remaining: 89, ResetAfter: time.Second},
+			quota{90, 89, unknown, 0, 1}, "90"},
+		{hotparam.Status{Limit: 2, Duration: 2 * time.Minute, Remaining: 1},
+			quota{2, 1, unknown, 0, 0}, "2"},
+		// Concurrency: no duration.
+		{hotparam.Status{Limit: 3, Remaining: 1}, quota{3, 1, unknown, 0, 0}, "3"},
+		{hotparam.Status{Limit: 1 << 40, Duration: time.Second, Remaining: 1 << 40},
+			quota{math.MaxUint32, math.MaxUint32, sec, 1, 0}, "4294967295, 4294967295;w=1"},
+		{hotparam.Status{Limit: 0, Duration: time.Second, Remaining: -1, ResetAfter: -time.Second},
+			quota{0, 0, sec, 1, 0}, "0, 0;w=1"},
 	}
 	for _, tt := range tests {
-		n, u := currentLimit(tt.count, tt.d)
-		if n != tt.wantN || u != tt.wantUnit {
-			t.Errorf("currentLimit(%d, %v) = %d %v, want %d %v", tt.count, tt.d, n, u, tt.wantN, tt.wantUnit)
+		q := quotaOf(&tt.st)
+		if q != tt.want {
+			t.Errorf("quotaOf(%+v) = %+v, want %+v", tt.st, q, tt.want)
+		}
+		if got := string(q.appendLimit(nil)); got != tt.wantLimit {
+			t.Errorf("limit header of %+v = %q, want %q", tt.st, got, tt.wantLimit)
+		}
+		if q.remaining > q.limit {
+			t.Errorf("quotaOf(%+v): remaining %d above limit %d", tt.st, q.remaining, q.limit)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func TestCheckAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil || len(resp.GetOkResponse().GetHeaders()) != 0 {
+	if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil || len(resp.GetOkResponse().GetResponseHeadersToAdd()) != 0 {
 		t.Errorf("unruled request: %v, want OK without headers", resp)
 	}
 	if got, want := r.rec.last(), (decision{APICheck, "", "", ResultOK}); got != want {
@@ -136,8 +136,11 @@ func TestCheckAnswers(t *testing.T) {
 			if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil {
 				t.Fatalf("step %d: %v, want OK", i, resp)
 			}
-			if got := headers(t, resp.GetOkResponse().GetHeaders()); !reflect.DeepEqual(got, s.wantHeaders) {
-				t.Errorf("step %d: upstream headers %v, want %v", i, got, s.wantHeaders)
+			if got := headers(t, resp.GetOkResponse().GetResponseHeadersToAdd()); !reflect.DeepEqual(got, s.wantHeaders) {
+				t.Errorf("step %d: client headers %v, want %v", i, got, s.wantHeaders)
+			}
+			if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
+				t.Errorf("step %d: headers %v sent upstream, want none", i, h)
 			}
 			if got, want := r.rec.last(), (decision{APICheck, "", "GET:/buy", ResultOK}); got != want {
 				t.Errorf("step %d: recorded %+v, want %+v", i, got, want)
@@ -282,9 +285,9 @@ func TestCheckMalformed(t *testing.T) {
 		wantCode codes.Code        // gRPC error code; OK means an answer
 		wantHTTP typev3.StatusCode // of the answer
 	}{
-		{"empty request", &authv3.CheckRequest{}, codes.InvalidArgument, 0},
-		{"no request attributes", &authv3.CheckRequest{Attributes: &authv3.AttributeContext{}}, codes.InvalidArgument, 0},
-		{"no http", &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{}}}, codes.InvalidArgument, 0},
+		{"empty request", &authv3.CheckRequest{}, codes.OK, typev3.StatusCode_BadRequest},
+		{"no request attributes", &authv3.CheckRequest{Attributes: &authv3.AttributeContext{}}, codes.OK, typev3.StatusCode_BadRequest},
+		{"no http", &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{}}}, codes.OK, typev3.StatusCode_BadRequest},
 		{"value too long", httpReq{method: "GET", path: "/", headers: map[string]string{"x-user": strings.Repeat("u", descriptors.MaxLen+1)}}.build(),
 			codes.OK, typev3.StatusCode_BadRequest},
 		{"too many values", httpReq{method: "GET", path: "/", headers: map[string]string{"x-user": strings.Repeat("u,", 5000)}}.build(),
@@ -308,13 +311,13 @@ func TestCheckMalformed(t *testing.T) {
 		if resp.GetStatus().GetCode() != int32(codes.PermissionDenied) || dr.GetStatus().GetCode() != tt.wantHTTP {
 			t.Errorf("%s: %v, want denied %v", tt.name, resp, tt.wantHTTP)
 		}
-		if b := decodeBody(t, dr.GetBody()); !strings.Contains(b.Error, "too") {
+		if b := decodeBody(t, dr.GetBody()); !strings.Contains(b.Error, "too") && !strings.Contains(b.Error, "no HTTP") {
 			t.Errorf("%s: body %q, want an error naming the problem", tt.name, dr.GetBody())
 		}
 	}
-	// The handler itself survives a nil request.
-	if _, err := r.srv.Check(ctx(t), nil); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("Check(nil) error %v, want InvalidArgument", err)
+	// The handler itself survives a nil request, and refuses it.
+	if resp, err := r.srv.Check(ctx(t), nil); err != nil || resp.GetDeniedResponse().GetStatus().GetCode() != typev3.StatusCode_BadRequest {
+		t.Errorf("Check(nil) = %v, %v; want a 400", resp, err)
 	}
 }
 
@@ -340,7 +343,7 @@ func TestCheckSkipsConcurrency(t *testing.T) {
 		if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
 			t.Fatalf("check %d: %v, %v; want OK", i, resp, err)
 		}
-		if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
+		if h := resp.GetOkResponse(); len(h.GetHeaders())+len(h.GetResponseHeadersToAdd()) != 0 {
 			t.Errorf("check %d: headers %v, want none (no rule applied)", i, h)
 		}
 	}

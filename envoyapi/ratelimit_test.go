@@ -188,11 +188,11 @@ func TestRateLimitHits(t *testing.T) {
 		want []dstatus
 	}{
 		{"request hits", &rlsv3.RateLimitRequest{HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("resource", "q", "k", "a")}},
-			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 6, 400 * time.Millisecond}}},
+			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 6, time.Second}}},
 		{"descriptor hits override", &rlsv3.RateLimitRequest{HitsAddend: 4, Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 5, false)}},
-			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, 900 * time.Millisecond}}},
+			[]dstatus{{ok, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, time.Second}}},
 		{"more than left", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 2, false)}},
-			[]dstatus{{over, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, 900 * time.Millisecond}}},
+			[]dstatus{{over, &limit{10, rlsv3.RateLimitResponse_RateLimit_SECOND, "param_flow[0] q k"}, 1, time.Second}}},
 		{"negative hits ignored by a qps rule", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("resource", "q", "k", "a"), 5, true)}},
 			[]dstatus{{code: ok}}},
 		{"acquire 1", rlReq("d", desc("resource", "c", "k", "x")), []dstatus{{ok, concLimit, 1, 0}}},
@@ -253,21 +253,25 @@ func TestRateLimitMalformed(t *testing.T) {
 		bigDesc.Entries = append(bigDesc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
 	}
 	long := strings.Repeat("v", descriptors.MaxLen+1)
+	hugeHits := desc("resource", "r", "k", "v")
+	hugeHits.HitsAddend = wrapperspb.UInt64(1 << 63)
 	tests := []struct {
 		name     string
 		req      *rlsv3.RateLimitRequest
 		wantCode codes.Code
 		want     []dstatus // when answered
+		wantErr  string    // in the body
 	}{
-		{"empty request", &rlsv3.RateLimitRequest{}, codes.InvalidArgument, nil},
-		{"no descriptors", rlReq("d"), codes.InvalidArgument, nil},
-		{"thousands of descriptors", rlReq("d", many...), codes.InvalidArgument, nil},
-		{"too many entries", rlReq("d", bigDesc), codes.InvalidArgument, nil},
-		{"empty key", rlReq("d", desc("resource", "r", "", "v")), codes.InvalidArgument, nil},
-		{"key too long", rlReq("d", desc("resource", "r", long, "v")), codes.InvalidArgument, nil},
-		{"domain too long", rlReq(long, desc("resource", "r")), codes.InvalidArgument, nil},
+		{"empty request", &rlsv3.RateLimitRequest{}, codes.OK, nil, "no descriptors"},
+		{"no descriptors", rlReq("d"), codes.OK, nil, "no descriptors"},
+		{"thousands of descriptors", rlReq("d", many...), codes.OK, allOver(len(many)), "too many descriptors"},
+		{"too many entries", rlReq("d", desc("resource", "r"), bigDesc), codes.OK, []dstatus{{code: ok}, {code: over}}, "descriptors[1].entries: too many entries"},
+		{"empty key", rlReq("d", desc("resource", "r", "", "v")), codes.OK, []dstatus{{code: over}}, "descriptors[0].entries[1].key: empty key"},
+		{"key too long", rlReq("d", desc("resource", "r", long, "v")), codes.OK, []dstatus{{code: over}}, "descriptors[0].entries[1].key: key too long"},
+		{"domain too long", rlReq(long, desc("resource", "r"), desc("resource", "r")), codes.OK, allOver(2), "domain: value too long"},
+		{"hits too large", rlReq("d", hugeHits), codes.OK, []dstatus{{code: over}}, "hits_addend too large"},
 		{"value too long", rlReq("d", desc("resource", "r", "k", "a"), desc("resource", "r", "k", long)), codes.OK,
-			[]dstatus{{code: ok}, {code: over}}},
+			[]dstatus{{code: ok}, {code: over}}, "descriptors[1].entries[1].value"},
 	}
 	for _, tt := range tests {
 		resp, err := r.rls.ShouldRateLimit(ctx(t), tt.req)
@@ -285,8 +289,8 @@ func TestRateLimitMalformed(t *testing.T) {
 			t.Errorf("%s: overall %v, want OVER_LIMIT", tt.name, resp.GetOverallCode())
 		}
 		sameStatuses(t, tt.name, brief(resp), tt.want)
-		if b := decodeBody(t, string(resp.GetRawBody())); !strings.Contains(b.Error, "descriptors[1].entries[1].value") {
-			t.Errorf("%s: body error %q, want it to name the value", tt.name, b.Error)
+		if b := decodeBody(t, string(resp.GetRawBody())); !strings.Contains(b.Error, tt.wantErr) {
+			t.Errorf("%s: body error %q, want it to say %q", tt.name, b.Error, tt.wantErr)
 		}
 	}
 	// Nothing was spent by the refused calls: the one token of value v is still there.
@@ -294,9 +298,17 @@ func TestRateLimitMalformed(t *testing.T) {
 	if err != nil || resp.GetOverallCode() != ok {
 		t.Errorf("after refused calls: %v, %v; want OK", resp, err)
 	}
-	if _, err := r.srv.ShouldRateLimit(ctx(t), nil); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("ShouldRateLimit(nil) error %v, want InvalidArgument", err)
+	if resp, err := r.srv.ShouldRateLimit(ctx(t), nil); err != nil || resp.GetOverallCode() != over {
+		t.Errorf("ShouldRateLimit(nil) = %v, %v; want OVER_LIMIT", resp, err)
 	}
+}
+
+func allOver(n int) []dstatus {
+	s := make([]dstatus, n)
+	for i := range s {
+		s[i].code = over
+	}
+	return s
 }
 
 func TestRateLimitNoRules(t *testing.T) {

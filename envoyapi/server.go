@@ -2,25 +2,25 @@
 // rule engines: it maps the request to entries, runs the authority rules and then the
 // hot-parameter rules, and answers in Envoy's terms.
 //
-// Malformed requests never panic and never hang; each gets one of two answers:
-//
-//   - A request whose shape Envoy's configuration decides is refused with gRPC InvalidArgument,
-//     so that Envoy applies its failure mode (failure_mode_allow / failure_mode_deny): a check
-//     request without attributes or without an HTTP request (e.g. from the network ext_authz
-//     filter), a rate-limit request without descriptors or with more than
-//     descriptors.MaxDescriptors, a descriptor with more than descriptors.MaxEntries entries, an
-//     empty or over-long key, a hits_addend above the largest int64, a domain longer than
-//     descriptors.MaxLen.
-//   - A request refused for what its client sent (a value longer than descriptors.MaxLen, a
-//     param with more than descriptors.MaxValues values) is answered, so that a client cannot
-//     slip past the rules by sending oversized values when Envoy fails open: ext_authz denies it
-//     with HTTP 400 and a JSON body {"error": ...}; the rate-limit service answers OVER_LIMIT,
-//     the descriptor at fault OVER_LIMIT and the others OK.
+// Malformed requests never panic and never hang, and none is answered with a gRPC error: an
+// error is what Envoy's failure mode turns into an allow (failure_mode_deny: false on the
+// rate-limit filter), so a client could slip past the rules by sending something malformed.
+// Every request the mapping refuses (see descriptors.RequestError: no HTTP attributes, no
+// descriptors or more than descriptors.MaxDescriptors, more than descriptors.MaxEntries entries
+// in a descriptor, an empty or over-long key, a value, resource, origin or domain longer than
+// descriptors.MaxLen, a param with more than descriptors.MaxValues values, a hits_addend above
+// the largest int64) is refused, counted as ResultInvalid and answered with a JSON body
+// {"error": ...} naming the field at fault: ext_authz denies it with HTTP 400; the rate-limit
+// service answers OVER_LIMIT, with the descriptor at fault OVER_LIMIT and the others OK, or
+// every descriptor OVER_LIMIT when the request as a whole is at fault. Nothing is consumed.
 //
 // A request whose resource no rule names is allowed. A descriptor's limit override is ignored:
 // limits come from the rules. The ext_authz path leaves concurrency rules
 // out (it has no completion signal); only the rate-limit path, whose stream-done descriptors
 // carry is_negative_hits, acquires and releases concurrency.
+//
+// The decision itself is package policy's: the handlers here translate Envoy's request into a
+// policy.Request and render the policy.Verdict in Envoy's terms.
 //
 // A throttled request is answered after its wait, never past the call's deadline: the deadline,
 // less DeadlineMargin, is passed to the limiter, which blocks at once (consuming nothing) a
@@ -29,7 +29,6 @@
 package envoyapi
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,41 +38,34 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
 // DeadlineMargin is taken off a call's deadline before it is handed to the limiter, to leave
 // time for the answer to travel back.
-const DeadlineMargin = time.Millisecond
+const DeadlineMargin = policy.DeadlineMargin
 
 // API names passed to Recorder.Decision.
 const (
-	APICheck     = "ext_authz"
-	APIRateLimit = "ratelimit"
+	APICheck     = policy.APICheck
+	APIRateLimit = policy.APIRateLimit
 )
 
 // Results passed to Recorder.Decision.
 const (
-	ResultOK        = "ok"         // allowed
-	ResultAuthority = "authority"  // blocked by an authority rule
-	ResultParamFlow = "param_flow" // blocked by a hot-parameter rule
-	ResultShadow    = "shadow"     // allowed, but a shadow rule would have blocked
-	ResultInvalid   = "invalid"    // a malformed request (refused or denied)
-	ResultCancelled = "cancelled"  // the call ended during its throttle wait
+	ResultOK        = policy.ResultOK
+	ResultAuthority = policy.ResultAuthority
+	ResultParamFlow = policy.ResultParamFlow
+	ResultShadow    = policy.ResultShadow
+	ResultInvalid   = policy.ResultInvalid
+	ResultCancelled = policy.ResultCancelled
+	ResultQueueFull = policy.ResultQueueFull
 )
 
-// Recorder receives the metrics of every call. Implementations must be safe for concurrent use.
-type Recorder interface {
-	// Decision records one call. domain is the rate-limit domain ("" for ext_authz). resource
-	// is the resource a rule applied to or blocked, and "" when no rule applied, so that its
-	// values stay bounded by the rules rather than by what clients send.
-	Decision(api, domain, resource, result string, latency time.Duration)
-	// QueueWait records how long a throttled call was held.
-	QueueWait(d time.Duration)
-}
+// Recorder receives the metrics of every call.
+type Recorder = policy.Recorder
 
 // Options configure a Server.
 type Options struct {
@@ -88,18 +80,17 @@ type Options struct {
 	Recorder Recorder
 	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
 	Logger *zap.Logger
+	// Decision is the decision section of the config (throttle queue cap, dry run).
+	Decision policy.Config
 }
 
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
 // for concurrent use.
 type Server struct {
-	mapper *descriptors.Mapper
-	rules  func() *rulestore.Set
-	now    func() time.Time
-	rec    Recorder
-	log    *zap.Logger
-	pool   sync.Pool                 // of *scratch
-	names  atomic.Pointer[nameCache] // current_limit names of the last rule set seen
+	mapper     *descriptors.Mapper
+	policy     *policy.Decider
+	pool       sync.Pool                  // of *scratch
+	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
 }
 
 var (
@@ -109,10 +100,9 @@ var (
 
 // scratch is one call's reusable memory.
 type scratch struct {
-	entry   descriptors.Entry
+	req     policy.Request
+	verdict policy.Verdict
 	entries []descriptors.Entry
-	hot     []hotparam.Entry
-	st      []hotparam.Status
 }
 
 // New builds a Server. It panics if opts.Rules is nil.
@@ -120,19 +110,15 @@ func New(opts Options) *Server {
 	if opts.Rules == nil {
 		panic("envoyapi: Options.Rules is nil")
 	}
-	s := &Server{mapper: opts.Mapper, rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger}
+	s := &Server{mapper: opts.Mapper, policy: policy.New(policy.Options{
+		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger, Config: opts.Decision,
+	})}
 	if s.mapper == nil {
 		m, err := descriptors.New(descriptors.Config{})
 		if err != nil {
 			panic("envoyapi: default mapping: " + err.Error())
 		}
 		s.mapper = m
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.log == nil {
-		s.log = zap.NewNop()
 	}
 	s.pool.New = func() any { return new(scratch) }
 	return s
@@ -148,65 +134,10 @@ func (s *Server) getScratch() *scratch { return s.pool.Get().(*scratch) }
 
 func (s *Server) putScratch(sc *scratch) {
 	// Drop what a freak request grew, so that the pool stays small.
-	if cap(sc.entries) > descriptors.MaxDescriptors || cap(sc.entry.Params) > 64 {
+	if cap(sc.entries) > descriptors.MaxDescriptors || (len(sc.entries) > 0 && cap(sc.entries[0].Params) > 64) {
 		return
 	}
+	sc.req = policy.Request{}
+	sc.verdict.Rules, sc.verdict.Err = nil, nil // keep no rule set alive from the pool
 	s.pool.Put(sc)
-}
-
-// checkOptions turns ctx's deadline into the limiter's, on the Server's clock.
-func checkOptions(ctx context.Context, now time.Time, skipConcurrency bool) hotparam.CheckOptions {
-	o := hotparam.CheckOptions{SkipConcurrency: skipConcurrency}
-	if dl, ok := ctx.Deadline(); ok {
-		o.Deadline = now.Add(time.Until(dl) - DeadlineMargin)
-	}
-	return o
-}
-
-// hold waits d, or until ctx ends.
-func (s *Server) hold(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	if s.rec != nil {
-		s.rec.QueueWait(d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *Server) record(api, domain, resource, result string, start time.Time) {
-	if s.rec != nil {
-		s.rec.Decision(api, domain, resource, result, s.now().Sub(start))
-	}
-}
-
-// authorityReason says why the authority rule at i blocked origin.
-func authorityReason(set *rulestore.Set, i int, origin string) string {
-	if origin == "" {
-		return "missing_origin"
-	}
-	rs := set.Authority.Rules()
-	if i >= 0 && i < len(rs) && rs[i].Strategy == authority.Black {
-		return "in_black_list"
-	}
-	return "not_in_white_list"
-}
-
-// paramRule returns the param-flow rule at i, if there is one.
-func paramRule(set *rulestore.Set, i int) (hotparam.Rule, bool) {
-	if set.ParamFlow == nil {
-		return hotparam.Rule{}, false
-	}
-	rs := set.ParamFlow.Rules()
-	if i < 0 || i >= len(rs) {
-		return hotparam.Rule{}, false
-	}
-	return rs[i], true
 }

@@ -108,7 +108,7 @@ func New(opts Options) *Metrics {
 		breakerOpen:  opts.BreakerOpen,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_decisions_total",
-			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule applied, \"other\" for one no rule names or past the cap on resources) and result.",
+			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule names it, \"other\" for one no rule names or past the cap on resources) and result.",
 		}, []string{"api", "domain", "resource", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "extauthz_decision_duration_seconds",

@@ -29,11 +29,11 @@ func kindOf(result string) kind {
 	switch result {
 	case "ok":
 		return kindOK
-	case "shadow":
+	case "shadow", "dry_run":
 		return kindShadow
 	case "authority":
 		return kindAuthority
-	case "param_flow":
+	case "param_flow", "queue_full":
 		return kindParamFlow
 	case "invalid":
 		return kindInvalid

@@ -29,6 +29,7 @@ type authorityDoc struct {
 	Strategy      string   `json:"strategy"`
 	Origins       []scalar `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
+	Shadow        bool     `json:"shadow"`
 }
 
 // paramFlowDoc is one param-flow rule as written.
@@ -82,7 +83,7 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 		r.done(&p.errs, "")
 		return
 	}
-	rule := authority.Rule{Resource: d.Resource}
+	rule := authority.Rule{Resource: d.Resource, Shadow: d.Shadow}
 	if d.Resource == "" && !fieldFailed(r, "resource") {
 		r.add("resource", "must not be empty")
 	}

@@ -150,6 +150,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		Now:      time.Now,
 		Recorder: s.metrics,
 		Logger:   sampled(red.Logger(log.Named("envoyapi")), s.metrics.LogDropped),
+		Decision: cfg.Decision,
 	})
 	s.grpc = grpc.NewServer(opts...)
 	api.Register(s.grpc)

@@ -15,6 +15,7 @@ import (
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 )
@@ -58,6 +59,8 @@ type Config struct {
 	DecisionLog DecisionLogConfig `json:"decision_log"`
 	// Tracing sends a span per decision to an OpenTelemetry collector.
 	Tracing TracingConfig `json:"tracing"`
+	// Decision tunes the decision path: the cap on throttled requests waiting, dry run.
+	Decision policy.Config `json:"decision"`
 }
 
 // TracingConfig is the OTLP/gRPC export of spans (package tracing): off while Endpoint is "".
@@ -170,6 +173,7 @@ func Default() Config {
 		Sensitive:   SensitiveConfig{Params: []string{}},
 		DecisionLog: DecisionLogConfig{Enabled: true},
 		Tracing:     TracingConfig{SampleRatio: 1},
+		Decision:    policy.Config{MaxWaiting: policy.DefaultMaxWaiting},
 	}
 }
 
@@ -250,6 +254,14 @@ func (c *Config) Validate() error {
 	for i, name := range c.ParamNames {
 		if strings.TrimSpace(name) == "" {
 			add(fmt.Sprintf("param_names[%d]", i), "must not be empty")
+		}
+	}
+
+	// The decision section validates itself.
+	for _, e := range leaves(c.Decision.Validate()) {
+		var de *policy.ConfigError
+		if errors.As(e, &de) {
+			add("decision."+de.Field, "%s", de.Reason)
 		}
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/tlsreload"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redisstore"
 )
 
@@ -58,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		Sensitive:   SensitiveConfig{Params: []string{}},
 		DecisionLog: DecisionLogConfig{Enabled: true},
 		Tracing:     TracingConfig{SampleRatio: 1},
+		Decision:    policy.Config{MaxWaiting: 4096},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)

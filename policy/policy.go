@@ -1,0 +1,574 @@
+// Package policy decides one call, whatever API it came through: the mapped entries go through
+// the authority rules and then the hot-parameter rules, a throttled call is held, and the
+// outcome is logged, recorded in metrics and written to the call's audit.Decision, all in one
+// place. The Envoy handlers (package envoyapi) only translate Envoy's request into a Request
+// and render the Verdict in Envoy's terms.
+package policy
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/rulestore"
+)
+
+// DeadlineMargin is taken off a call's deadline before it is handed to the limiter, to leave
+// time for the answer to travel back.
+const DeadlineMargin = time.Millisecond
+
+// API names passed to Recorder.Decision.
+const (
+	APICheck     = "ext_authz"
+	APIRateLimit = "ratelimit"
+)
+
+// Results passed to Recorder.Decision.
+const (
+	ResultOK        = "ok"         // allowed
+	ResultAuthority = "authority"  // blocked by an authority rule
+	ResultParamFlow = "param_flow" // blocked by a hot-parameter rule
+	ResultShadow    = "shadow"     // allowed, but a shadow rule would have blocked
+	ResultInvalid   = "invalid"    // a malformed request, refused
+	ResultCancelled = "cancelled"  // the call ended during its throttle wait
+	ResultQueueFull = "queue_full" // refused: too many requests already waiting (Config.MaxWaiting)
+	ResultDryRun    = "dry_run"    // allowed by the dry run; it would have been refused
+)
+
+// DefaultMaxWaiting is Config.MaxWaiting when it is 0.
+const DefaultMaxWaiting = 4096
+
+// Config is the decision section of the service config.
+type Config struct {
+	// MaxWaiting caps the requests held in throttle queues at once, all rules and both APIs
+	// together; a request that would wait while that many do is refused at once with reason
+	// queue_full. 0 means DefaultMaxWaiting.
+	MaxWaiting int `json:"max_waiting"`
+	// DryRun evaluates and reports every rule but refuses and delays nothing: a request that
+	// would have been refused is allowed, logged ("dry run: would block") and counted with
+	// result dry_run; a throttled one is let through at once.
+	DryRun bool `json:"dry_run"`
+}
+
+// ConfigError is one bad setting of the decision section, by key (e.g. "max_waiting").
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "decision config: " + e.Field + ": " + e.Reason }
+
+// Validate returns a *ConfigError for each bad setting, joined, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxWaiting < 0 {
+		errs = append(errs, &ConfigError{Field: "max_waiting", Reason: "must not be negative, not " + strconv.Itoa(c.MaxWaiting)})
+	}
+	return errors.Join(errs...)
+}
+
+// Recorder receives the metrics of every call. Implementations must be safe for concurrent use.
+type Recorder interface {
+	// Decision records one call. domain is the rate-limit domain ("" for ext_authz). resource
+	// is the resource a rule applied to or blocked, and "" when no rule applied, so that its
+	// values stay bounded by the rules rather than by what clients send.
+	Decision(api, domain, resource, result string, latency time.Duration)
+	// QueueWait records how long a throttled call was held.
+	QueueWait(d time.Duration)
+}
+
+// Options configure a Decider.
+type Options struct {
+	// Rules returns the rules in force (rulestore.Store.Current); required. A nil *Set means
+	// no rules.
+	Rules func() *rulestore.Set
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Recorder receives metrics; nil means none.
+	Recorder Recorder
+	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
+	Logger *zap.Logger
+	Config
+}
+
+// Decider decides calls. It is safe for concurrent use.
+type Decider struct {
+	rules      func() *rulestore.Set
+	now        func() time.Time
+	rec        Recorder
+	log        *zap.Logger
+	maxWaiting int64
+	dryRun     bool
+	waiting    atomic.Int64              // requests held in throttle queues now
+	rulesCache atomic.Pointer[ruleCache] // lookups in the last rule set seen
+}
+
+// New builds a Decider. It panics if opts.Rules is nil.
+func New(opts Options) *Decider {
+	if opts.Rules == nil {
+		panic("policy: Options.Rules is nil")
+	}
+	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger,
+		maxWaiting: int64(opts.MaxWaiting), dryRun: opts.DryRun}
+	if d.maxWaiting <= 0 {
+		d.maxWaiting = DefaultMaxWaiting
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.log == nil {
+		d.log = zap.NewNop()
+	}
+	return d
+}
+
+// Now reads the Decider's clock.
+func (d *Decider) Now() time.Time { return d.now() }
+
+// Waiting is how many requests are held in throttle queues now.
+func (d *Decider) Waiting() int { return int(d.waiting.Load()) }
+
+// Request is one call to decide.
+type Request struct {
+	API    string // APICheck or APIRateLimit
+	Domain string // the rate-limit domain; "" for ext_authz
+	// RequestID is Envoy's x-request-id when the call carries it; it goes to the audit record.
+	RequestID string
+	// Entries are the mapped request: one for ext_authz, one per descriptor for rate limits.
+	// A release entry passes the authority rules unchecked.
+	Entries []descriptors.Entry
+	// Err, when not nil, is why the request could not be mapped (a *descriptors.RequestError
+	// for what the request carries): the request is refused as invalid.
+	Err error
+	// SkipConcurrency leaves concurrency rules out (an API with no completion signal).
+	SkipConcurrency bool
+}
+
+// Kind is the outcome of a call.
+type Kind uint8
+
+const (
+	Allow     Kind = iota // let through, possibly after a wait
+	Invalid               // refused as malformed: Verdict.Err says why, Verdict.At which entry
+	Authority             // refused by an authority rule (403)
+	ParamFlow             // refused by a hot-parameter rule (429)
+	Cancelled             // the call ended during its throttle wait: Verdict.Err is the context's
+)
+
+// Block describes what blocked a request, or would have for a shadow rule.
+type Block struct {
+	Kind     string // ResultAuthority or ResultParamFlow
+	Rule     int    // index in its section of the rules
+	Resource string
+	Origin   string
+	Param    string // hot-parameter blocks only
+	Value    string
+	// Reason is, for authority blocks, missing_origin, in_black_list or not_in_white_list; for
+	// hot-parameter blocks qps, throttle, concurrency or queue_full.
+	Reason string
+}
+
+// RuleName names the rule as /rules does: authority[i] or param_flow[i].
+func (b *Block) RuleName() string {
+	if b.Kind != ResultAuthority && b.Kind != ResultParamFlow {
+		return ""
+	}
+	return b.Kind + "[" + strconv.Itoa(b.Rule) + "]"
+}
+
+// Verdict is what Decide decided. A Verdict is reused from call to call by its owner, which
+// keeps its memory: Decide resets everything else.
+type Verdict struct {
+	Kind Kind
+	// Rules are the rules the call was decided by (nil when none were in force).
+	Rules *rulestore.Set
+	// Err: for Invalid the mapping's error, for Cancelled the context's.
+	Err error
+	// At is the index of the entry (descriptor) at fault (Invalid, Authority, ParamFlow), or -1
+	// (an Invalid request as a whole).
+	At int
+	// Block describes the block (Authority, ParamFlow).
+	Block Block
+	// DryRun reports that the request was allowed by the dry run: Block (and At) say what
+	// would have refused it (Block.Kind ResultInvalid for a malformed request).
+	DryRun bool
+	// Shadow reports that a shadow rule would have blocked; ShadowBlock says which.
+	Shadow      bool
+	ShadowBlock Block
+	// Statuses has one status per entry once the hot-parameter rules ran (nil otherwise): the
+	// rule that applied to it (-1 when none), its limit and what remains.
+	Statuses []hotparam.Status
+	// RetryAfter is, for ParamFlow, how long until the request's tokens would be available.
+	RetryAfter time.Duration
+	// Wait is how long an allowed request was held (throttle).
+	Wait time.Duration
+
+	queueFull bool             // refused for Config.MaxWaiting
+	hot       []hotparam.Entry // scratch handed to the limiter
+	st        []hotparam.Status
+}
+
+func (v *Verdict) reset() {
+	*v = Verdict{At: -1, hot: v.hot[:0], st: v.st[:0]}
+}
+
+// Decide decides req into v, holds a throttled call for its wait, and records the outcome
+// (metrics, logs, the audit.Decision in ctx) once, whatever it is. In a dry run a request that
+// would have been refused (Invalid, Authority, ParamFlow) is allowed instead, with DryRun set
+// and Block saying what would have refused it, and a throttled one is not held.
+func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
+	start := d.now()
+	v.reset()
+	defer d.record(ctx, req, v, start)
+	d.decide(ctx, req, v, start)
+	if d.dryRun && v.Kind != Allow && v.Kind != Cancelled {
+		v.Kind, v.DryRun = Allow, true
+		if v.Block.Kind == "" {
+			v.Block.Kind, v.Block.Reason = ResultInvalid, ResultInvalid
+		}
+	}
+}
+
+func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start time.Time) {
+	if req.Err != nil {
+		v.Kind, v.Err = Invalid, req.Err
+		var re *descriptors.RequestError
+		if errors.As(req.Err, &re) && re.Descriptor >= 0 {
+			v.At = re.Descriptor
+		}
+		return
+	}
+	set := d.rules()
+	if set == nil {
+		return
+	}
+	v.Rules = set
+	entries := req.Entries
+	for i := range entries {
+		e := &entries[i]
+		if e.Release {
+			continue // a release gives back; it is never refused
+		}
+		if rule, ok := set.Authority.Check(e.Resource, e.Origin); !ok {
+			v.Kind, v.At = Authority, i
+			v.Block = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
+				Reason: authorityReason(set, rule, e.Origin)}
+			d.logBlock(req, &v.Block, false)
+			return
+		}
+		if v.Shadow {
+			continue
+		}
+		if rule, blocked := set.Authority.CheckShadow(e.Resource, e.Origin); blocked {
+			v.Shadow = true
+			v.ShadowBlock = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
+				Reason: authorityReason(set, rule, e.Origin)}
+			d.logBlock(req, &v.ShadowBlock, true)
+		}
+	}
+	if set.ParamFlow == nil {
+		return
+	}
+
+	if d.waiting.Load() >= d.maxWaiting {
+		// The queues are full: a request a throttle rule would hold is refused before it takes
+		// a place in a queue.
+		if i, rule := d.throttled(set, entries); i >= 0 {
+			d.queueFull(req, v, set, entries, i, rule)
+			return
+		}
+	}
+
+	hot, st := v.hot[:0], v.st[:0]
+	for i := range entries {
+		hot = append(hot, entries[i].Entry)
+		st = append(st, hotparam.Status{Rule: -1})
+	}
+	v.hot, v.st, v.Statuses = hot, st, st
+	opts := hotparam.CheckOptions{SkipConcurrency: req.SkipConcurrency}
+	if dl, ok := ctx.Deadline(); ok {
+		opts.Deadline = start.Add(time.Until(dl) - DeadlineMargin)
+	}
+	hd := set.ParamFlow.Check(ctx, start, hot, opts, st)
+
+	if hd.ShadowBlocked && !v.Shadow && validEntry(hd.Shadow.Entry, len(entries)) {
+		v.Shadow = true
+		v.ShadowBlock = paramBlock(set, entries, &hd.Shadow)
+		d.logBlock(req, &v.ShadowBlock, true)
+	}
+	if !hd.Allowed {
+		at := hd.Block.Entry
+		if !validEntry(at, len(entries)) {
+			at = 0
+		}
+		v.Kind, v.At = ParamFlow, at
+		v.Block = paramBlock(set, entries, &hd.Block)
+		v.Block.Origin = entries[at].Origin
+		v.RetryAfter = hd.Block.RetryAfter
+		if v.RetryAfter <= 0 {
+			v.RetryAfter = st[at].RetryAfter
+		}
+		d.logBlock(req, &v.Block, false)
+		return
+	}
+	if hd.Wait > 0 && d.dryRun {
+		return // a dry run delays nothing
+	}
+	if hd.Wait > 0 {
+		if d.waiting.Add(1) > d.maxWaiting {
+			// Lost a race for the last places: refused, and the place this request took in its
+			// queue stays taken, as a cancelled wait's does.
+			d.waiting.Add(-1)
+			i, rule := d.throttled(set, entries)
+			d.queueFull(req, v, set, entries, max(i, 0), rule)
+			return
+		}
+		defer d.waiting.Add(-1)
+	}
+	if err := d.hold(ctx, hd.Wait); err != nil {
+		v.Kind, v.Err = Cancelled, err
+		return
+	}
+	v.Wait = hd.Wait
+}
+
+// throttled returns the first entry that is no release and an enforcing throttle rule of set
+// names, with that rule's index; -1, -1 when there is none.
+func (d *Decider) throttled(set *rulestore.Set, entries []descriptors.Entry) (entry, rule int) {
+	c := d.cache(set)
+	for i := range entries {
+		if entries[i].Release {
+			continue
+		}
+		if r, ok := c.throttle[entries[i].Resource]; ok {
+			return i, r
+		}
+	}
+	return -1, -1
+}
+
+// queueFull refuses req because the throttle queues hold Config.MaxWaiting requests.
+func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entries []descriptors.Entry, at, rule int) {
+	v.Kind, v.At, v.queueFull = ParamFlow, at, true
+	v.Block = Block{Kind: ResultParamFlow, Rule: rule, Resource: entries[at].Resource, Origin: entries[at].Origin,
+		Reason: ReasonQueueFull}
+	if rs := set.ParamFlow.Rules(); rule >= 0 && rule < len(rs) {
+		v.Block.Param = rs[rule].Param
+	}
+	v.RetryAfter = time.Second
+	d.logBlock(req, &v.Block, false)
+}
+
+// hold waits w, or until ctx ends.
+func (d *Decider) hold(ctx context.Context, w time.Duration) error {
+	if w <= 0 {
+		return nil
+	}
+	if d.rec != nil {
+		d.rec.QueueWait(w)
+	}
+	t := time.NewTimer(w)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ruleCache is what the decision path looks up in one rule set by resource.
+type ruleCache struct {
+	set      *rulestore.Set
+	names    map[string]struct{} // resources a param-flow rule names
+	throttle map[string]int      // resource -> its first enforcing throttle rule
+}
+
+// cache returns the ruleCache of set, made once per rule set.
+func (d *Decider) cache(set *rulestore.Set) *ruleCache {
+	c := d.rulesCache.Load()
+	if c != nil && c.set == set {
+		return c
+	}
+	c = &ruleCache{set: set, names: make(map[string]struct{}), throttle: make(map[string]int)}
+	for i, r := range set.ParamFlow.Rules() {
+		c.names[r.Resource] = struct{}{}
+		if _, ok := c.throttle[r.Resource]; !ok && r.Behavior == hotparam.Throttle && !r.Shadow {
+			c.throttle[r.Resource] = i
+		}
+	}
+	d.rulesCache.Store(c)
+	return c
+}
+
+// named is the resource of the first entry that some rule of set names (a hot-parameter rule
+// of any kind, an authority rule, shadow rules included), or "": allowed requests are counted
+// under their resource, while the label values stay bounded by the rules.
+func (d *Decider) named(set *rulestore.Set, entries []descriptors.Entry) string {
+	if set == nil {
+		return ""
+	}
+	c := d.cache(set)
+	for i := range entries {
+		r := entries[i].Resource
+		if _, ok := c.names[r]; ok || set.Authority.Names(r) {
+			return r
+		}
+	}
+	return ""
+}
+
+// record is the one place a call's outcome is counted and audited.
+func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start time.Time) {
+	result, resource := ResultOK, ""
+	switch {
+	case v.DryRun:
+		result, resource = ResultDryRun, v.Block.Resource
+	case v.Kind == Invalid:
+		result = ResultInvalid
+	case v.Kind == Authority || v.Kind == ParamFlow:
+		result, resource = v.Block.Kind, v.Block.Resource
+		if v.queueFull {
+			result = ResultQueueFull
+		}
+	case v.Kind == Cancelled:
+		result, resource = ResultCancelled, d.named(v.Rules, req.Entries)
+	case v.Shadow:
+		result, resource = ResultShadow, v.ShadowBlock.Resource
+	default:
+		resource = d.named(v.Rules, req.Entries)
+	}
+	if d.rec != nil {
+		d.rec.Decision(req.API, req.Domain, resource, result, d.now().Sub(start))
+	}
+	if a := audit.FromContext(ctx); a != nil {
+		fillAudit(a, req, v)
+	}
+}
+
+// fillAudit writes the call's outcome in the terms of audit.Decision.
+func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
+	a.API = "check"
+	if req.API == APIRateLimit {
+		a.API = "ratelimit"
+	}
+	a.RequestID = req.RequestID
+	at := v.At
+	if at < 0 && len(req.Entries) > 0 {
+		at = 0
+	}
+	if at >= 0 && at < len(req.Entries) {
+		a.Resource, a.Origin = req.Entries[at].Resource, req.Entries[at].Origin
+	}
+	a.Wait = v.Wait
+	describe := func(b *Block) {
+		a.Rule, a.Param, a.Value = b.RuleName(), b.Param, b.Value
+		a.Reason = b.Reason
+		if b.Kind == ResultAuthority {
+			a.Reason = ResultAuthority
+		}
+		if b.Resource != "" {
+			a.Resource, a.Origin = b.Resource, b.Origin
+		}
+	}
+	if v.DryRun {
+		a.Result = "dry_run"
+		describe(&v.Block)
+		return
+	}
+	switch v.Kind {
+	case Invalid:
+		a.Result, a.Reason = "invalid", "invalid"
+	case Authority, ParamFlow:
+		a.Result = "blocked"
+		describe(&v.Block)
+	case Cancelled:
+		a.Result, a.Reason = "cancelled", "cancelled"
+	default:
+		a.Result = "allowed"
+		if v.Wait > 0 {
+			a.Result = "throttled"
+		}
+		if v.Shadow {
+			a.Shadow = true
+			describe(&v.ShadowBlock)
+		}
+	}
+}
+
+func (d *Decider) logBlock(req *Request, b *Block, shadow bool) {
+	msg := "blocked"
+	switch {
+	case shadow:
+		msg = "shadow rule would block"
+	case d.dryRun:
+		msg = "dry run: would block"
+	}
+	ce := d.log.Check(zap.InfoLevel, msg)
+	if ce == nil {
+		return
+	}
+	ce.Write(
+		zap.String("api", req.API),
+		zap.String("domain", req.Domain),
+		zap.String("blocked", b.Kind),
+		zap.Int("rule", b.Rule),
+		zap.String("resource", b.Resource),
+		zap.String("origin", b.Origin),
+		zap.String("param", b.Param),
+		zap.String("value", b.Value),
+		zap.String("reason", b.Reason),
+	)
+}
+
+// authorityReason says why the authority rule at i blocked origin.
+func authorityReason(set *rulestore.Set, i int, origin string) string {
+	if origin == "" {
+		return "missing_origin"
+	}
+	rs := set.Authority.Rules()
+	if i >= 0 && i < len(rs) && rs[i].Strategy == authority.Black {
+		return "in_black_list"
+	}
+	return "not_in_white_list"
+}
+
+// paramBlock describes a hot-parameter block of one of entries.
+func paramBlock(set *rulestore.Set, entries []descriptors.Entry, b *hotparam.Block) Block {
+	bl := Block{Kind: ResultParamFlow, Rule: b.Rule, Param: b.Param, Value: b.Value, Reason: ReasonName(b.Reason)}
+	if validEntry(b.Entry, len(entries)) {
+		bl.Resource, bl.Origin = entries[b.Entry].Resource, entries[b.Entry].Origin
+	}
+	if set.ParamFlow != nil {
+		if rs := set.ParamFlow.Rules(); b.Rule >= 0 && b.Rule < len(rs) {
+			bl.Resource = rs[b.Rule].Resource
+		}
+	}
+	return bl
+}
+
+// ReasonQueueFull is the reason of a request refused because the throttle queues are full.
+const ReasonQueueFull = "queue_full"
+
+// ReasonName names a hot-parameter block reason in bodies and logs.
+func ReasonName(r hotparam.Reason) string {
+	switch r {
+	case hotparam.ReasonQPS:
+		return "qps"
+	case hotparam.ReasonThrottle:
+		return "throttle"
+	case hotparam.ReasonConcurrency:
+		return "concurrency"
+	}
+	return "none"
+}
+
+func validEntry(i, n int) bool { return i >= 0 && i < n }
