@@ -339,29 +339,20 @@ func (s *service) onLoad(e rulestore.Event) {
 		zap.Uint64("version", e.Version), zap.Error(e.Err))
 }
 
-// ruleStats reads the hot-param counters for the metrics.
+// ruleStats reads the hot-param counters for the metrics. (A Set the store built always has
+// a Limiter, empty without param_flow rules.)
 func (s *service) ruleStats() ([]hotparam.Rule, []hotparam.RuleStats) {
 	lim := s.store.Current().ParamFlow
-	if lim == nil {
-		return nil, nil
-	}
 	return lim.Rules(), lim.Stats()
 }
 
 // top lists the busiest values of each hot-param rule.
 func (s *service) top(n int) []hotparam.RuleTop {
-	lim := s.store.Current().ParamFlow
-	if lim == nil {
-		return nil
-	}
-	return lim.Top(time.Now(), n)
+	return s.store.Current().ParamFlow.Top(time.Now(), n)
 }
 
 // resources are the resources the rules of set name, the label values metrics keep.
 func resources(set *rulestore.Set) []string {
-	if set == nil {
-		return nil
-	}
 	var out []string
 	for _, r := range set.Rules.Authority {
 		out = append(out, r.Resource)

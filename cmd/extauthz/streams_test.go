@@ -48,7 +48,13 @@ func TestBinaryMaxConcurrentStreams(t *testing.T) {
 			}
 
 			client := authv3.NewAuthorizationClient(conn)
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			// Blocked, the call can never start: a short deadline shows it. Free, it gets
+			// ample time even on a loaded machine.
+			limit := 5 * time.Second
+			if tt.blocked {
+				limit = 500 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
 			_, err = client.Check(ctx, checkRequest("GET", "/x", "a"))
 			cancel()
 			if tt.blocked {
