@@ -81,17 +81,46 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 // newResponse is an OK answer with n OK statuses, allocated together.
 func newResponse(n int) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, n),
+	var (
+		resp *rlsv3.RateLimitResponse
+		slab []rlsv3.RateLimitResponse_DescriptorStatus
+		ptrs []*rlsv3.RateLimitResponse_DescriptorStatus
+	)
+	switch {
+	case n == 1: // the common case: one allocation
+		a := new(response1)
+		resp, slab, ptrs = &a.resp, a.slab[:], a.ptrs[:]
+	case n <= len(response4{}.slab):
+		a := new(response4)
+		resp, slab, ptrs = &a.resp, a.slab[:n], a.ptrs[:n]
+	default:
+		resp = new(rlsv3.RateLimitResponse)
+		slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+		ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
-	slab := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	for i := range slab {
 		slab[i].Code = rlsv3.RateLimitResponse_OK
-		resp.Statuses[i] = &slab[i]
+		ptrs[i] = &slab[i]
 	}
+	resp.Statuses = ptrs
 	return resp
 }
+
+// response1 and response4 are an answer and its statuses in one allocation, for 1 and for up
+// to 4 descriptors (beyond that, separate allocations waste less).
+type (
+	response1 struct {
+		resp rlsv3.RateLimitResponse
+		ptrs [1]*rlsv3.RateLimitResponse_DescriptorStatus
+		slab [1]rlsv3.RateLimitResponse_DescriptorStatus
+	}
+	response4 struct {
+		resp rlsv3.RateLimitResponse
+		ptrs [4]*rlsv3.RateLimitResponse_DescriptorStatus
+		slab [4]rlsv3.RateLimitResponse_DescriptorStatus
+	}
+)
 
 // fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
 // whose descriptor a rule applied to. The current_limit and duration_until_reset messages are

@@ -20,7 +20,9 @@
 // carry is_negative_hits, acquires and releases concurrency.
 //
 // The decision itself is package policy's: the handlers here translate Envoy's request into a
-// policy.Request and render the policy.Verdict in Envoy's terms.
+// policy.Request and render the policy.Verdict in Envoy's terms. In a dry run
+// (Options.Decision.DryRun) nothing above is refused: every call is answered as allowed, with
+// the real x-ratelimit numbers.
 //
 // A throttled request is answered after its wait, never past the call's deadline: the deadline,
 // less DeadlineMargin, is passed to the limiter, which blocks at once (consuming nothing) a
