@@ -174,16 +174,10 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		st[i] = Status{Rule: -1}
 	}
 	var buf [4]op // most calls have a few ops: no allocation for them
-	ops := buf[:0]
-	if n := l.countOps(entries, opt); n > len(buf) {
-		p := opPool.Get().(*[]op)
-		if cap(*p) < n {
-			*p = make([]op, 0, n)
-		}
-		defer putOps(p)
-		ops = (*p)[:0]
+	ops, remote, pooled := l.collect(entries, opt, buf[:0])
+	if pooled != nil {
+		defer putOps(pooled)
 	}
-	ops, remote := l.collect(entries, opt, ops)
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
 	}
@@ -230,5 +224,6 @@ func putOps(p *[]op) {
 		return // a rare huge call: let it go
 	}
 	clear((*p)[:cap(*p)])
+	*p = (*p)[:0]
 	opPool.Put(p)
 }
