@@ -89,10 +89,13 @@ func TestRefundRecordUndoneWithTheCall(t *testing.T) {
 	if d, _ := check(l, t0, both("a", false)); d.Allowed || d.Block.Rule != 1 {
 		t.Fatalf("call blocked by rule 1 expected, got %+v", d)
 	}
-	check(l, t0, both("a", true))
-	for i, want := range []bool{true, true, false} {
-		if d, _ := check(l, t0, withLease("v", 1, "n"+strconv.Itoa(i), false)); d.Allowed != want {
-			t.Fatalf("acquire %d: allowed %v, want %v (an undone acquire was refunded)", i, d.Allowed, want)
+	if d, _ := check(l, t0, withLease("v", 1, "n0", false)); !d.Allowed {
+		t.Fatal("the undone acquire kept its token")
+	}
+	check(l, t0, both("a", true)) // 1 token left: a's release must not make it 2
+	for i, want := range []bool{true, false} {
+		if d, _ := check(l, t0, withLease("v", 1, "n"+strconv.Itoa(i+1), false)); d.Allowed != want {
+			t.Fatalf("acquire %d: allowed %v, want %v (an undone acquire was refunded)", i+1, d.Allowed, want)
 		}
 	}
 }
