@@ -254,18 +254,19 @@ func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
 
 // settle ends a pass on the locked ops: when the call is not allowed it cancels what the call
 // reserved (this pass's reservations exactly, earlier passes' as far as they can be given
-// back); then it counts the outcome, fills the statuses, unlocks and decides. It returns the
-// decision and the call position of the shadow op it reports (-1 for none).
-func (l *Limiter) settle(now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) (Decision, int32) {
+// back); then it counts the outcome, fills the statuses, unlocks and decides. It puts the
+// decision in d (which it expects zero) and the call position of the shadow op it reports (-1
+// for none).
+func (l *Limiter) settle(d *Decision, now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) int32 {
 	if !allowed {
 		undo(ops)
 		revert(now, ops)
 	}
 	l.finish(now, ops, allowed, opt, st)
 	unlock(ops)
-	d := Decision{Allowed: allowed}
-	_, shadowSeq := decide(&d, ops, allowed)
-	return d, shadowSeq
+	d.Allowed = allowed
+	_, shadowSeq := decide(d, ops, allowed)
+	return shadowSeq
 }
 
 // reserve runs the active ops on their locked states, taking what each that passes asks (early

@@ -194,7 +194,8 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 // local checks a call whose ops all run on local state: one pass of reserve, then settle.
 func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
-	d, _ := l.settle(now, ops, !l.reserve(now, ops, false, opt), opt, st)
+	var d Decision
+	l.settle(&d, now, ops, !l.reserve(now, ops, false, opt), opt, st)
 	return d
 }
 
