@@ -58,27 +58,12 @@ type pass struct {
 	retry   int64 // when blocked: ns until it could pass
 }
 
-// countOps is the number of ops collect makes for entries (at most: it does not match values).
-func (l *Limiter) countOps(entries []Entry, opt CheckOptions) int {
-	n := 0
-	for ei := range entries {
-		e := &entries[ei]
-		for _, ri := range l.byResource[e.Resource] {
-			rs := l.compiled[ri]
-			for pi := range e.Params {
-				if e.Params[pi].Name == rs.rule.Param {
-					n += len(e.Params[pi].Values)
-				}
-			}
-		}
-	}
-	return n
-}
-
 // collect appends to ops one op per entry, rule of its resource and param value, and returns
-// them with the number of ops for the Remote.
-func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int) {
+// them with the number of ops for the Remote. When ops is full, the ops move to a slice of
+// opPool, which it returns too (nil when none): the caller gives it back with putOps.
+func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int, *[]op) {
 	remote := 0
+	var pooled *[]op
 	for ei := range entries {
 		e := &entries[ei]
 		idx := l.byResource[e.Resource]
@@ -114,6 +99,9 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
 						continue
 					}
+					if len(ops) == cap(ops) {
+						ops, pooled = grow(ops, pooled)
+					}
 					ops = append(ops, op{plan: plan{seq: int32(len(ops)), entry: int32(ei), rs: rs, value: v, hits: hits,
 						release: e.Release, probe: e.Probe, leaseID: leaseID, remote: isRemote}})
 					if isRemote {
@@ -123,7 +111,21 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 			}
 		}
 	}
-	return ops, remote
+	return ops, remote, pooled
+}
+
+// grow moves the full ops to a pooled slice twice as large (at least 16), giving back the
+// pooled slice they were in, if any.
+func grow(ops []op, pooled *[]op) ([]op, *[]op) {
+	p := opPool.Get().(*[]op)
+	if n := max(2*cap(ops), 16); cap(*p) < n {
+		*p = make([]op, 0, n)
+	}
+	*p = append((*p)[:0], ops...)
+	if pooled != nil {
+		putOps(pooled)
+	}
+	return *p, p
 }
 
 // active reports whether o runs on local state in this pass (fb: cluster rules fall back to it).
@@ -252,18 +254,19 @@ func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
 
 // settle ends a pass on the locked ops: when the call is not allowed it cancels what the call
 // reserved (this pass's reservations exactly, earlier passes' as far as they can be given
-// back); then it counts the outcome, fills the statuses, unlocks and decides. It returns the
-// decision and the call position of the shadow op it reports (-1 for none).
-func (l *Limiter) settle(now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) (Decision, int32) {
+// back); then it counts the outcome, fills the statuses, unlocks and decides. It puts the
+// decision in d (which it expects zero) and the call position of the shadow op it reports (-1
+// for none).
+func (l *Limiter) settle(d *Decision, now int64, ops []op, allowed bool, opt *CheckOptions, st []Status) int32 {
 	if !allowed {
 		undo(ops)
 		revert(now, ops)
 	}
 	l.finish(now, ops, allowed, opt, st)
 	unlock(ops)
-	d := Decision{Allowed: allowed}
-	_, shadowSeq := decide(&d, ops, allowed)
-	return d, shadowSeq
+	d.Allowed = allowed
+	_, shadowSeq := decide(d, ops, allowed)
+	return shadowSeq
 }
 
 // reserve runs the active ops on their locked states, taking what each that passes asks (early

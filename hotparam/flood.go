@@ -44,11 +44,12 @@ func sketchWidth(share int) int {
 	return w
 }
 
-// cellsOf are the two cells of a value of hash h.
+// cellsOf are the two cells of a value of hash h. The low bits of h chose the value's shard,
+// the same for every value of a shard: the rows are indexed by other bits.
 func (k *sketch) cellsOf(h uint64) (int, int) {
 	w := k.mask + 1
 	h2 := (h ^ h>>29) * 0x9e3779b97f4a7c15
-	return int(h & k.mask), int(w + (h2>>32)&k.mask)
+	return int((h >> 16) & k.mask), int(w + (h2>>32)&k.mask)
 }
 
 // fold merges v into the cells of h, keeping each cell's larger value; conc selects the packed

@@ -174,16 +174,10 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		st[i] = Status{Rule: -1}
 	}
 	var buf [4]op // most calls have a few ops: no allocation for them
-	ops := buf[:0]
-	if n := l.countOps(entries, opt); n > len(buf) {
-		p := opPool.Get().(*[]op)
-		if cap(*p) < n {
-			*p = make([]op, 0, n)
-		}
-		defer putOps(p)
-		ops = (*p)[:0]
+	ops, remote, pooled := l.collect(entries, opt, buf[:0])
+	if pooled != nil {
+		defer putOps(pooled)
 	}
-	ops, remote := l.collect(entries, opt, ops)
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
 	}
@@ -200,7 +194,8 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 // local checks a call whose ops all run on local state: one pass of reserve, then settle.
 func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
-	d, _ := l.settle(now, ops, !l.reserve(now, ops, false, opt), opt, st)
+	var d Decision
+	l.settle(&d, now, ops, !l.reserve(now, ops, false, opt), opt, st)
 	return d
 }
 
@@ -230,5 +225,6 @@ func putOps(p *[]op) {
 		return // a rare huge call: let it go
 	}
 	clear((*p)[:cap(*p)])
+	*p = (*p)[:0]
 	opPool.Put(p)
 }

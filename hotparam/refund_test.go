@@ -89,10 +89,13 @@ func TestRefundRecordUndoneWithTheCall(t *testing.T) {
 	if d, _ := check(l, t0, both("a", false)); d.Allowed || d.Block.Rule != 1 {
 		t.Fatalf("call blocked by rule 1 expected, got %+v", d)
 	}
-	check(l, t0, both("a", true))
-	for i, want := range []bool{true, true, false} {
-		if d, _ := check(l, t0, withLease("v", 1, "n"+strconv.Itoa(i), false)); d.Allowed != want {
-			t.Fatalf("acquire %d: allowed %v, want %v (an undone acquire was refunded)", i, d.Allowed, want)
+	if d, _ := check(l, t0, withLease("v", 1, "n0", false)); !d.Allowed {
+		t.Fatal("the undone acquire kept its token")
+	}
+	check(l, t0, both("a", true)) // 1 token left: a's release must not make it 2
+	for i, want := range []bool{true, false} {
+		if d, _ := check(l, t0, withLease("v", 1, "n"+strconv.Itoa(i+1), false)); d.Allowed != want {
+			t.Fatalf("acquire %d: allowed %v, want %v (an undone acquire was refunded)", i+1, d.Allowed, want)
 		}
 	}
 }
@@ -115,5 +118,61 @@ func TestRefundRecordsBounded(t *testing.T) {
 		if len(ls) > maxRecords {
 			t.Fatalf("%d records kept, want at most %d", len(ls), maxRecords)
 		}
+	}
+}
+
+// TestRefundRecordRevertedWhenTheRemoteBlocks: a local refund rule's acquire, committed before
+// the Remote blocked the call, is given back with its record: the release that follows gives
+// nothing more. The Remote is passed the lease id of a cluster refund rule.
+func TestRefundRecordRevertedWhenTheRemoteBlocks(t *testing.T) {
+	local := refundRule(2, time.Hour)
+	cluster := Rule{Resource: "r", Param: "q", Count: 5, Duration: time.Second, Refund: true, Cluster: true}
+	f := &fakeRemote{eval: blockValue("w")}
+	l, err := New([]Rule{local, cluster}, Options{Remote: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id string, release bool) Decision {
+		e := Entry{Resource: "r", LeaseID: id, Release: release,
+			Params: []Param{{Name: "p", Values: []string{"v"}}, {Name: "q", Values: []string{"w"}}}}
+		d, _ := check(l, t0, e)
+		return d
+	}
+	if d := call("a", false); d.Allowed || d.Block.Rule != 1 {
+		t.Fatalf("the Remote's block: %+v", d)
+	}
+	if len(f.calls) != 1 || len(f.calls[0]) != 1 || f.calls[0][0].LeaseID != "a" {
+		t.Fatalf("remote calls %+v, want one op with the lease id of the cluster refund rule", f.calls)
+	}
+	if d, _ := check(l, t0, withLease("v", 1, "n0", false)); !d.Allowed {
+		t.Fatal("the reverted acquire kept its token")
+	}
+	call("a", true) // 1 token left: a's release must not make it 2
+	for i, want := range []bool{true, false} {
+		if d, _ := check(l, t0, withLease("v", 1, "n"+strconv.Itoa(i+1), false)); d.Allowed != want {
+			t.Fatalf("acquire %d: %v, want %v (a reverted acquire was refunded)", i+1, d.Allowed, want)
+		}
+	}
+}
+
+// TestRefundOnLocalFallback: a cluster refund rule falling back to local state records and
+// refunds by lease id there.
+func TestRefundOnLocalFallback(t *testing.T) {
+	r := refundRule(1, time.Hour)
+	r.Cluster = true
+	l, err := New([]Rule{r}, Options{Remote: &fakeRemote{eval: failing}, Fallback: FallbackLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := check(l, t0, withLease("v", 1, "a", false)); !d.Allowed {
+		t.Fatal("first acquire refused")
+	}
+	check(l, t0, withLease("v", 1, "b", true)) // not b's token: nothing back
+	if d, _ := check(l, t0, withLease("v", 1, "c", false)); d.Allowed {
+		t.Fatal("another lease's release refunded")
+	}
+	check(l, t0, withLease("v", 1, "a", true))
+	if d, _ := check(l, t0, withLease("v", 1, "d", false)); !d.Allowed {
+		t.Fatal("a's release gave nothing back")
 	}
 }

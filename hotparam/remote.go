@@ -73,7 +73,8 @@ type RemoteChecker interface {
 func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOptions, st []Status) Decision {
 	l.lock(now, ops, false)
 	if l.reserve(now, ops, false, opt) {
-		d, _ := l.settle(now, ops, false, opt, st)
+		var d Decision
+		l.settle(&d, now, ops, false, opt, st)
 		return d
 	}
 	for i := range ops {
@@ -127,7 +128,8 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 	}
 
 	l.lock(now, ops, false)
-	d, localShadow := l.settle(now, ops, allowed, opt, st)
+	var d Decision
+	localShadow := l.settle(&d, now, ops, allowed, opt, st)
 	if !allowed {
 		d.Block = bl
 	}
@@ -164,7 +166,8 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	switch l.opts.Fallback {
 	case FallbackAllow:
 		l.lock(now, ops, false)
-		d, _ := l.settle(now, ops, true, opt, st)
+		var d Decision
+		l.settle(&d, now, ops, true, opt, st)
 		return d
 	case FallbackDeny:
 		var first *op
@@ -180,7 +183,8 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 			bl = blockOf(first)
 		}
 		l.lock(now, ops, false)
-		d, _ := l.settle(now, ops, allowed, opt, st)
+		var d Decision
+		l.settle(&d, now, ops, allowed, opt, st)
 		if !allowed {
 			d.Block = bl
 		}
@@ -189,7 +193,8 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 	// FallbackLocal: the cluster ops run on local state, beside the early ones, which keep
 	// what they committed unless this pass blocks.
 	l.lock(now, ops, true)
-	d, _ := l.settle(now, ops, !l.reserve(now, ops, true, opt), opt, st)
+	var d Decision
+	l.settle(&d, now, ops, !l.reserve(now, ops, true, opt), opt, st)
 	return d
 }
 

@@ -37,34 +37,41 @@ func TestDefaultCapacity(t *testing.T) {
 // would come back with a fresh, full bucket and pass.
 func TestScanResistance(t *testing.T) {
 	for _, capacity := range []int{100, 1000, 20000} {
-		r := qps(3, time.Hour)
-		r.Capacity = capacity
-		l := mustNew(t, r)
-		hot := make([]string, max(capacity/20, 2))
-		for i := range hot {
-			hot[i] = "hot" + strconv.Itoa(i)
-			for range 3 { // spend each hot value's bucket
-				if d, _ := check(l, t0, one(hot[i], 1)); !d.Allowed {
-					t.Fatalf("capacity %d: hot value blocked while its bucket had tokens", capacity)
-				}
+		t.Run(strconv.Itoa(capacity), func(t *testing.T) {
+			t.Parallel()
+			scanResistance(t, capacity)
+		})
+	}
+}
+
+func scanResistance(t *testing.T, capacity int) {
+	r := qps(3, time.Hour)
+	r.Capacity = capacity
+	l := mustNew(t, r)
+	hot := make([]string, max(capacity/20, 2))
+	for i := range hot {
+		hot[i] = "hot" + strconv.Itoa(i)
+		for range 3 { // spend each hot value's bucket
+			if d, _ := check(l, t0, one(hot[i], 1)); !d.Allowed {
+				t.Fatalf("capacity %d: hot value blocked while its bucket had tokens", capacity)
 			}
 		}
-		scan := 0
-		for round := range 50 {
-			for _, h := range hot {
-				if d, _ := check(l, t0, one(h, 1)); d.Allowed {
-					t.Fatalf("capacity %d round %d: %s passed: it was evicted and handed a fresh bucket", capacity, round, h)
-				}
-			}
-			for range capacity {
-				check(l, t0, one("scan"+strconv.Itoa(scan), 1))
-				scan++
+	}
+	scan := 0
+	for round := range 50 {
+		for _, h := range hot {
+			if d, _ := check(l, t0, one(h, 1)); d.Allowed {
+				t.Fatalf("capacity %d round %d: %s passed: it was evicted and handed a fresh bucket", capacity, round, h)
 			}
 		}
-		st := l.Stats()[0]
-		if st.Tracked != capacity || st.Evictions < uint64(scan-capacity) {
-			t.Errorf("capacity %d: %+v after %d one-off values", capacity, st, scan)
+		for range capacity {
+			check(l, t0, one("scan"+strconv.Itoa(scan), 1))
+			scan++
 		}
+	}
+	st := l.Stats()[0]
+	if st.Tracked != capacity || st.Evictions < uint64(scan-capacity) {
+		t.Errorf("capacity %d: %+v after %d one-off values", capacity, st, scan)
 	}
 }
 
