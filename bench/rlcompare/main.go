@@ -1,0 +1,169 @@
+// Command rlcompare drives a rate-limit service (Envoy's RateLimitService over gRPC) with many
+// clients asking for one hot value, and reports its throughput and what Redis spent per check
+// (INFO cpu and commandstats read before and after). run.sh runs it against extauthz in Redis
+// mode and against envoyproxy/ratelimit on the same redis-server, side by side.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8081", "gRPC address of the rate-limit service")
+	redisAddr := flag.String("redis", "127.0.0.1:6379", "the redis-server both services use")
+	clients := flag.Int("clients", 50, "concurrent clients")
+	conns := flag.Int("conns", 4, "gRPC connections the clients share")
+	dur := flag.Duration("duration", 10*time.Second, "how long to run, after a warm-up of a second")
+	value := flag.String("value", "hot", "the item_id every request asks for")
+	name := flag.String("name", "service", "label of the result line")
+	pid := flag.Int("pid", 0, "process id of the service, to report its CPU per check (0: not reported)")
+	flag.Parse()
+
+	var cs []rlsv3.RateLimitServiceClient
+	for range *conns {
+		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer cc.Close()
+		cs = append(cs, rlsv3.NewRateLimitServiceClient(cc))
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
+			{Key: "resource", Value: "POST:/order"},
+			{Key: "origin", Value: "serviceA"},
+			{Key: "item_id", Value: *value},
+		}}}}
+
+	var ok, over, failed atomic.Int64
+	var measuring atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range *clients {
+		c := cs[i%len(cs)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				resp, err := c.ShouldRateLimit(ctx, req)
+				cancel()
+				if !measuring.Load() {
+					continue
+				}
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
+					ok.Add(1)
+				default:
+					over.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
+	cpu0, calls0 := redisStats(*redisAddr)
+	svc0 := processCPU(*pid)
+	begin := time.Now()
+	measuring.Store(true)
+	time.Sleep(*dur)
+	measuring.Store(false)
+	elapsed := time.Since(begin)
+	cpu1, calls1 := redisStats(*redisAddr)
+	svc1 := processCPU(*pid)
+	close(stop)
+	wg.Wait()
+
+	n := ok.Load() + over.Load()
+	if n == 0 {
+		log.Fatalf("%s: no answer (%d failed)", *name, failed.Load())
+	}
+	perCheck := (cpu1 - cpu0) / float64(n) * 1e6
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check\n",
+		*name, float64(n)/elapsed.Seconds(), ok.Load(), over.Load(), failed.Load(), perCheck,
+		float64(calls1-calls0)/float64(n), (svc1-svc0)/float64(n)*1e6)
+	if failed.Load() > 0 {
+		os.Exit(1)
+	}
+}
+
+// processCPU returns the CPU seconds (user and system) process pid has used, from /proc; 0 for
+// pid 0.
+func processCPU(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// the fields after the command name (which may hold spaces) start after the last ')'
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks: USER_HZ is 100 on Linux
+}
+
+// redisStats returns the CPU seconds redis-server has used and the commands it has run, from
+// INFO cpu and INFO commandstats.
+func redisStats(addr string) (cpu float64, calls int64) {
+	info := redisInfo(addr, "cpu") + redisInfo(addr, "commandstats")
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		k, v, _ := strings.Cut(line, ":")
+		switch {
+		case k == "used_cpu_sys" || k == "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
+			c, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			x, _ := strconv.ParseInt(c, 10, 64)
+			calls += x
+		}
+	}
+	return cpu, calls
+}
+
+// redisInfo returns the INFO section of the server at addr.
+func redisInfo(addr, section string) string {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "INFO %s\r\n", section)
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(head, "$") {
+		log.Fatalf("INFO %s: %q %v", section, head, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		log.Fatal(err)
+	}
+	return string(body)
+}

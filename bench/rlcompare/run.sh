@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# run.sh: extauthz in Redis mode against envoyproxy/ratelimit, side by side, on one redis-server:
+# 50 gRPC clients ask ShouldRateLimit for one hot value, for SECONDS each (default 10), in two
+# scenarios: under the limit (every check takes a token in Redis) and over it (most refused).
+#
+# It fetches and builds nothing of envoyproxy/ratelimit: build it yourself from its public source
+# and name the binary, e.g.
+#   git clone <envoyproxy/ratelimit> /tmp/rl && (cd /tmp/rl && go build -o ratelimit ./src/service_cmd)
+#   RL_BIN=/tmp/rl/ratelimit bench/rlcompare/run.sh
+# It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001) and RL_PORT
+# (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
+set -euo pipefail
+cd "$(dirname "$0")"
+: "${RL_BIN:?set RL_BIN to an envoyproxy/ratelimit binary}"
+seconds="${1:-10}"
+rport="${REDIS_PORT:-16379}"
+eport="${EXTAUTHZ_PORT:-18001}"
+lport="${RL_PORT:-18081}"
+clients="${CLIENTS:-50}"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd ../.. && go build -o "$work/extauthz" ./cmd/extauthz)
+go build -o "$work/rlcompare" .
+
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+pids+=($!)
+until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.1; done
+
+# wait_port waits until something listens on 127.0.0.1:$1.
+wait_port() { for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "nothing on port $1" >&2; exit 1; }
+
+# run_extauthz LIMIT: one extauthz in Redis mode with a cluster rule of LIMIT a second on item_id.
+run_extauthz() {
+	cat >"$work/rules.yaml" <<RULES
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: $1, duration: 1s, cluster: true}
+RULES
+	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules.yaml" \
+		EXTAUTHZ_STORE_REDIS_ADDRS="127.0.0.1:$rport" EXTAUTHZ_STORE_REDIS_TIMEOUT=1s EXTAUTHZ_STORE_REDIS_FALLBACK=deny \
+		EXTAUTHZ_LOG_LEVEL=error "$work/extauthz" >"$work/extauthz.log" 2>&1 &
+	local pid=$!
+	wait_port "$eport"
+	"$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid"
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+# run_ratelimit LIMIT [LOCAL_CACHE_BYTES]: envoyproxy/ratelimit with the same limit, fixed window.
+run_ratelimit() {
+	mkdir -p "$work/runtime/ratelimit/config"
+	cat >"$work/runtime/ratelimit/config/config.yaml" <<CONF
+domain: edge
+descriptors:
+  - key: resource
+    value: "POST:/order"
+    descriptors:
+      - key: origin
+        value: serviceA
+        descriptors:
+          - key: item_id
+            rate_limit: {unit: second, requests_per_unit: $1}
+CONF
+	local name=ratelimit
+	[ "${2:-0}" != 0 ] && name=rl+cache
+	USE_STATSD=false LOG_LEVEL=error REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
+		RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+		GRPC_HOST=127.0.0.1 GRPC_PORT="$lport" HOST=127.0.0.1 PORT="$((lport - 1))" DEBUG_HOST=127.0.0.1 DEBUG_PORT=16070 \
+		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
+	local pid=$!
+	wait_port "$lport"
+	"$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid"
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+for scenario in "under 1000000" "over 100"; do
+	set -- $scenario
+	echo "== $1 the limit: $2 a second, $clients clients, one value, ${seconds}s each"
+	redis-cli -p "$rport" flushall >/dev/null
+	run_extauthz "$2"
+	redis-cli -p "$rport" flushall >/dev/null
+	run_ratelimit "$2"
+	if [ "$1" = over ]; then
+		redis-cli -p "$rport" flushall >/dev/null
+		run_ratelimit "$2" 1048576
+	fi
+done
