@@ -45,6 +45,10 @@ const (
 // (%REQ(X-REQUEST-ID)%).
 const HeaderRequestID = "x-request-id"
 
+// MaxRequestIDLen is the most bytes of a request id the log and the trace keep: Envoy's own
+// ids are UUIDs (36 bytes), and a client's longer one costs no more than this per line.
+const MaxRequestIDLen = 128
+
 // DefaultLeaseKey is the descriptor key whose value is the request id when Options.LeaseKey is
 // empty (descriptors.DefaultLeaseKey).
 const DefaultLeaseKey = "lease_id"
@@ -126,6 +130,9 @@ func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, 
 	}
 	if d.RequestID == "" {
 		d.RequestID = o.requestID(ctx, req)
+	}
+	if len(d.RequestID) > MaxRequestIDLen {
+		d.RequestID = d.RequestID[:MaxRequestIDLen]
 	}
 	if d.Result != "" {
 		return

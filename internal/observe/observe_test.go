@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +230,12 @@ func TestDecisionCompleted(t *testing.T) {
 	if _, err := c.rls.ShouldRateLimit(context.Background(), limitRequest("resource", "r")); err != nil {
 		t.Fatal(err)
 	}
+	long := strings.Repeat("x", 10000)
+	api.decide = func(d *audit.Decision) { d.Result = "blocked" }
+	if _, err := c.authz.Check(ctx, checkRequest(map[string]string{"x-request-id": long}, "")); err != nil {
+		t.Fatal(err)
+	}
+	api.decide = nil
 	api.err = status.Error(codes.InvalidArgument, "bad")
 	if _, err := c.authz.Check(context.Background(), checkRequest(nil, "")); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("err = %v, want InvalidArgument", err)
@@ -244,6 +251,7 @@ func TestDecisionCompleted(t *testing.T) {
 		{"ratelimit", "own-id", "allowed", ""},
 		{"check", "md-id", "dry_run", ""},
 		{"ratelimit", "", "allowed", ""},
+		{"check", long[:MaxRequestIDLen], "blocked", ""},
 		{"check", "", "error", "InvalidArgument"},
 	}
 	if !reflect.DeepEqual(got, want) {
