@@ -81,8 +81,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 // Enabled reports whether spans are exported.
 func (p *Provider) Enabled() bool { return p.sdk != nil }
 
-// TracerProvider is the provider to hand to the packages that make spans.
-func (p *Provider) TracerProvider() trace.TracerProvider { return p.tp }
+// TracerProvider is the provider to hand to the packages that make spans of their own (a span
+// per Redis call); nil when tracing is off, so that they make none, not even no-op ones.
+func (p *Provider) TracerProvider() trace.TracerProvider {
+	if p.sdk == nil {
+		return nil
+	}
+	return p.sdk
+}
 
 // Tracer returns the tracer of the service's own spans.
 func (p *Provider) Tracer() trace.Tracer { return p.tp.Tracer("github.com/extauthz/extauthz") }

@@ -45,6 +45,10 @@ const (
 // (%REQ(X-REQUEST-ID)%).
 const HeaderRequestID = "x-request-id"
 
+// MaxRequestIDLen is the most bytes of a request id the log and the trace keep: Envoy's own
+// ids are UUIDs (36 bytes), and a client's longer one costs no more than this per line.
+const MaxRequestIDLen = 128
+
 // DefaultLeaseKey is the descriptor key whose value is the request id when Options.LeaseKey is
 // empty (descriptors.DefaultLeaseKey).
 const DefaultLeaseKey = "lease_id"
@@ -127,6 +131,9 @@ func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, 
 	if d.RequestID == "" {
 		d.RequestID = o.requestID(ctx, req)
 	}
+	if len(d.RequestID) > MaxRequestIDLen {
+		d.RequestID = d.RequestID[:MaxRequestIDLen]
+	}
 	if d.Result != "" {
 		return
 	}
@@ -150,17 +157,14 @@ func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, 
 	}
 }
 
-// requestID is Envoy's x-request-id for the call: for Check, the HTTP request's id (Envoy
-// fills it from x-request-id) or its x-request-id header; for either call, the gRPC metadata's
-// x-request-id; for ShouldRateLimit, the value of the lease descriptor entry. "" when none.
+// requestID is Envoy's x-request-id for the call: for Check, the HTTP request's x-request-id
+// header; for either call, the gRPC metadata's x-request-id; for ShouldRateLimit, the value of
+// the lease descriptor entry. "" when none. The HTTP request's id field is not it: Envoy puts
+// its stream id there (CheckRequestUtils::setHttpRequest), which no access log prints as the
+// request id.
 func (o *Observer) requestID(ctx context.Context, req any) string {
-	switch r := req.(type) {
-	case *authv3.CheckRequest:
-		h := r.GetAttributes().GetRequest().GetHttp()
-		if id := h.GetId(); id != "" {
-			return id
-		}
-		if id := checkHeader(h, HeaderRequestID); id != "" {
+	if r, ok := req.(*authv3.CheckRequest); ok {
+		if id := checkHeader(r.GetAttributes().GetRequest().GetHttp(), HeaderRequestID); id != "" {
 			return id
 		}
 	}

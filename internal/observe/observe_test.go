@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,9 +100,11 @@ func serveWith(t testing.TB, opts []grpc.ServerOption, api *fakeAPI) client {
 	return client{authz: authv3.NewAuthorizationClient(conn), rls: rlsv3.NewRateLimitServiceClient(conn)}
 }
 
-func checkRequest(headers map[string]string, id string) *authv3.CheckRequest {
+// checkRequest is a CheckRequest with headers; streamID is the HTTP request's id, where Envoy
+// puts its stream id.
+func checkRequest(headers map[string]string, streamID string) *authv3.CheckRequest {
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
-		Http: &authv3.AttributeContext_HttpRequest{Id: id, Method: "GET", Path: "/reports", Headers: headers},
+		Http: &authv3.AttributeContext_HttpRequest{Id: streamID, Method: "GET", Path: "/reports", Headers: headers},
 	}}}
 }
 
@@ -135,18 +138,9 @@ func TestDecisionLogFields(t *testing.T) {
 		want map[string]any
 	}{
 		{
-			name: "check, id in the HTTP request",
+			name: "check, id in the header, stream id in the HTTP request's id",
 			call: func(ctx context.Context, c client) error {
-				_, err := c.authz.Check(ctx, checkRequest(map[string]string{"x-request-id": "from-header"}, "req-1"))
-				return err
-			},
-			want: map[string]any{"api": "check", "request_id": "req-1", "result": "blocked", "reason": "qps",
-				"resource": "GET:/reports", "rule": "param_flow[3]", "origin": "ops", "param": "api_key", "value": "hmac:sk"},
-		},
-		{
-			name: "check, id in a header only",
-			call: func(ctx context.Context, c client) error {
-				_, err := c.authz.Check(ctx, checkRequest(map[string]string{"x-request-id": "from-header"}, ""))
+				_, err := c.authz.Check(ctx, checkRequest(map[string]string{"x-request-id": "from-header"}, "4242"))
 				return err
 			},
 			want: map[string]any{"api": "check", "request_id": "from-header", "result": "blocked", "reason": "qps",
@@ -222,13 +216,19 @@ func TestDecisionCompleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	api.decide = func(d *audit.Decision) { d.Result, d.Reason = "dry_run", "authority" }
-	if _, err := c.authz.Check(ctx, checkRequest(nil, "")); err != nil {
+	if _, err := c.authz.Check(ctx, checkRequest(nil, "4242")); err != nil { // a stream id is no request id
 		t.Fatal(err)
 	}
 	api.decide = nil // nothing recorded: the answer says allowed
 	if _, err := c.rls.ShouldRateLimit(context.Background(), limitRequest("resource", "r")); err != nil {
 		t.Fatal(err)
 	}
+	long := strings.Repeat("x", 10000)
+	api.decide = func(d *audit.Decision) { d.Result = "blocked" }
+	if _, err := c.authz.Check(ctx, checkRequest(map[string]string{"x-request-id": long}, "")); err != nil {
+		t.Fatal(err)
+	}
+	api.decide = nil
 	api.err = status.Error(codes.InvalidArgument, "bad")
 	if _, err := c.authz.Check(context.Background(), checkRequest(nil, "")); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("err = %v, want InvalidArgument", err)
@@ -244,6 +244,7 @@ func TestDecisionCompleted(t *testing.T) {
 		{"ratelimit", "own-id", "allowed", ""},
 		{"check", "md-id", "dry_run", ""},
 		{"ratelimit", "", "allowed", ""},
+		{"check", long[:MaxRequestIDLen], "blocked", ""},
 		{"check", "", "error", "InvalidArgument"},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -106,16 +106,16 @@ func TestSpanParentIsEnvoysSpan(t *testing.T) {
 		call   func(ctx context.Context, id string) error
 	}{
 		{"check-traceparent-header", block, nil, func(ctx context.Context, id string) error {
-			_, err := c.authz.Check(ctx, checkRequest(map[string]string{"traceparent": traceparent}, id))
+			_, err := c.authz.Check(ctx, checkRequest(map[string]string{"traceparent": traceparent, "x-request-id": id}, "7"))
 			return err
 		}},
 		{"check-b3-metadata-wins", nil, []string{"x-b3-traceid", b3Trace, "x-b3-spanid", b3Span, "x-b3-sampled", "1"},
 			func(ctx context.Context, id string) error {
-				_, err := c.authz.Check(ctx, checkRequest(map[string]string{"traceparent": traceparent}, id))
+				_, err := c.authz.Check(ctx, checkRequest(map[string]string{"traceparent": traceparent, "x-request-id": id}, "7"))
 				return err
 			}},
 		{"check-b3-single-header", nil, nil, func(ctx context.Context, id string) error {
-			_, err := c.authz.Check(ctx, checkRequest(map[string]string{"b3": b3Trace + "-" + b3Span + "-1"}, id))
+			_, err := c.authz.Check(ctx, checkRequest(map[string]string{"b3": b3Trace + "-" + b3Span + "-1", "x-request-id": id}, "7"))
 			return err
 		}},
 		{"rls-traceparent-metadata", block, []string{"traceparent", traceparent}, func(ctx context.Context, id string) error {
