@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -63,6 +64,15 @@ func TestInvalidUTF8IsDecided(t *testing.T) {
 		resp, err := rls.ShouldRateLimit(context.Background(), limitRequest(t, itemReq("bad\xfeitem"), false))
 		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 			t.Errorf("a different invalid value: %v, %v; want OK (its own bucket)", resp.GetOverallCode(), err)
+		}
+	})
+
+	t.Run("ratelimit: a domain and a key that are not UTF-8 get an answer", func(t *testing.T) {
+		rr := limitRequest(t, itemReq("plain"), false)
+		rr.Domain = "extauthz\xff"
+		rr.Descriptors[0].Entries = append(rr.Descriptors[0].Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k\xfe", Value: "v"})
+		if _, err := rls.ShouldRateLimit(context.Background(), rr); err != nil {
+			t.Errorf("ShouldRateLimit: %v, want an answer", err)
 		}
 	})
 
