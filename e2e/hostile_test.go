@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,6 +127,29 @@ func TestPathVariantsHitTheRule(t *testing.T) {
 				t.Errorf("%s %s from the black-listed origin: %d, want 403", method, p, got)
 			}
 		}
+	}
+	// Through the shipped Envoy (normalize_path, merge_slashes), which normalises first: the
+	// two layers agree.
+	for _, p := range []string{"/admin/user%73", "//admin//users", "/admin/./users", "/x/../admin/users"} {
+		r := req("GET", p, "192.0.2.41", "x-origin", "intruder")
+		st, err := envoy.Accept(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Request.Path != "/admin/users" {
+			t.Errorf("Envoy passes %s on as %s", p, st.Request.Path)
+		}
+		cr, err := envoy.CheckRequest(st, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := checkCode(t, s.checkRaw(t, cr)); got != 403 {
+			t.Errorf("%s through Envoy: %d, want 403", p, got)
+		}
+	}
+	var lr *envoysim.LocalReply
+	if _, err := envoy.Accept(req("GET", "/admin%2Fusers", "192.0.2.41")); !errors.As(err, &lr) || lr.Code != 400 {
+		t.Errorf("the shipped Envoy passes an encoded slash: %v", err)
 	}
 	// An encoded slash is data, not a separator: another path (the shipped Envoy refuses it).
 	r := req("GET", "/admin%2Fusers", "192.0.2.41", "x-origin", "intruder")
