@@ -20,9 +20,8 @@ import (
 )
 
 // req is an HTTP request as it reaches Envoy: method, path with query, the TCP peer's IP, then
-// header name/value pairs (lower-case names). Envoy's connection manager replaces its
-// x-request-id (an edge request gets a new one); the one set here names the request for the
-// test: identical requests are one stream (see accept).
+// header name/value pairs (lower-case names). Its x-request-id names the request for the test
+// (see testRequestID); identical requests are one stream (see accept).
 func req(method, path, client string, kv ...string) envoysim.Request {
 	h := map[string][]string{"x-request-id": {"e2e-" + strings.ReplaceAll(path, "/", "_")}}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -35,6 +34,17 @@ func req(method, path, client string, kv ...string) envoysim.Request {
 		Headers: h,
 		Remote:  netip.AddrPortFrom(netip.MustParseAddr(client), 40000),
 	}
+}
+
+// testRequestID is the x-request-id the emulated Envoy generates for r: the one the test wrote
+// in r, so that logs and lease ids name the test's requests (Envoy replaces a client's id on
+// an edge request, with an id of its own choosing: here the test chooses it), else a UUID.
+// TestConnectionManagerHeaders checks the replacement with Envoy's own generator.
+func testRequestID(r envoysim.Request) string {
+	if v := r.Headers["x-request-id"]; len(v) > 0 && v[0] != "" {
+		return v[0]
+	}
+	return envoysim.UUID()
 }
 
 // filters returns the two filters' configs from c.

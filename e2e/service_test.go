@@ -75,6 +75,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	envoy.RequestID = testRequestID
 	if authzFilter, rlFilter, err = filters(envoy); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

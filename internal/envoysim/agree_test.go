@@ -2,6 +2,7 @@ package envoysim
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,43 @@ func FuzzTrustedHopsAgree(f *testing.F) {
 		}
 		if len(e.Params) != 1 || e.Params[0].Values[0] != s.Client.String() {
 			t.Fatalf("xff %q, %d hops: service picks %v, Envoy %s", xff, n, e.Params, s.Client)
+		}
+	})
+}
+
+// FuzzAccept: the connection-manager emulation never panics; what it passes on has a
+// normalised path (envoy.yaml: normalize_path, merge_slashes, escaped slashes refused), one
+// x-forwarded-for ending with the peer, and a fresh x-request-id.
+func FuzzAccept(f *testing.F) {
+	f.Add("/x/../items?q=%2F", "1.2.3.4", "id")
+	f.Add("//a%2fb", "", "")
+	f.Add("a\\..\\%2e%2E/%00", "x,,y", "z")
+	c, err := Load(shippedEnvoy)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path, xff, rid string) {
+		r := Request{Method: "GET", Path: path, Host: "h", Remote: netip.MustParseAddrPort("192.0.2.1:9"),
+			Headers: map[string][]string{"x-forwarded-for": {xff}, "x-request-id": {rid}}}
+		s, err := c.Accept(r)
+		if err != nil {
+			return
+		}
+		p, _, _ := strings.Cut(s.Request.Path, "?")
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.Contains(strings.ToLower(p), "%2f") {
+			t.Fatalf("path %q passed on as %q", path, s.Request.Path)
+		}
+		for _, seg := range strings.Split(p, "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("path %q passed on as %q", path, s.Request.Path)
+			}
+		}
+		got := s.Request.Headers["x-forwarded-for"]
+		if len(got) != 1 || !strings.HasSuffix(got[0], "192.0.2.1") {
+			t.Fatalf("x-forwarded-for %q", got)
+		}
+		if id := s.Request.Headers["x-request-id"]; len(id) != 1 || id[0] == rid {
+			t.Fatalf("x-request-id %q kept from the client's %q", id, rid)
 		}
 	})
 }

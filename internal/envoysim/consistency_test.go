@@ -399,15 +399,19 @@ func TestConsistencyCatches(t *testing.T) {
 	}
 }
 
-// allowedHeaderErrors reports where ext_authz's allowed_headers and the headers the authz
-// mapping reads disagree: a header read but not sent (the source would always be empty) or one
-// sent but never read (a Check carrying what it does not need, cookies or credentials say).
+// allowedHeaderErrors reports where ext_authz's allowed_headers and the headers the service
+// reads (the authz mapping's and serviceHeaders) disagree: a header read but not sent (the
+// source would always be empty) or one sent but never read (a Check carrying what it does not
+// need, cookies or credentials say).
 func allowedHeaderErrors(c *Config, m descriptors.Config) []string {
 	authz, _, err := c.Filters()
 	if err != nil || authz == nil {
 		return []string{fmt.Sprintf("no ext_authz filter: %v", err)}
 	}
 	read := map[string]bool{}
+	for _, h := range serviceHeaders {
+		read[h] = true
+	}
 	for _, src := range append(append([]descriptors.Source(nil), m.Authz.Origin...), mapValues(m.Authz.Params)...) {
 		switch src.From {
 		case "header":
@@ -434,13 +438,21 @@ func allowedHeaderErrors(c *Config, m descriptors.Config) []string {
 		}
 	}
 	for _, p := range authz.GetAllowedHeaders().GetPatterns() {
-		if e := p.GetExact(); e == "" || !read[e] {
-			errs = append(errs, fmt.Sprintf("ext_authz's allowed_headers pattern %v lets through a header the authz mapping does not read", p))
+		if e := p.GetExact(); read[e] || (e == "" && p.GetPrefix() == b3Prefix) {
+			continue
 		}
+		errs = append(errs, fmt.Sprintf("ext_authz's allowed_headers pattern %v lets through a header the service does not read", p))
 	}
 	sort.Strings(errs)
 	return errs
 }
+
+// serviceHeaders are the request headers the service reads besides the mapping's: the decision
+// log's x-request-id and the trace context its spans continue (W3C; B3, also as b3Prefix).
+var serviceHeaders = []string{"x-request-id", "traceparent", "tracestate", "b3",
+	"x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags"}
+
+const b3Prefix = "x-b3-"
 
 func mapValues(m map[string]descriptors.Source) []descriptors.Source {
 	var out []descriptors.Source

@@ -42,6 +42,12 @@ typed_per_filter_config:
 `+actions)
 }
 
+// TestDescriptorsActions: one case per behaviour of Envoy's rate-limit actions
+// (source/common/router/router_ratelimit.cc: GenericKeyAction, RequestHeadersAction — the
+// first value of a repeated header, skip_if_absent —, QueryParametersAction,
+// RemoteAddressAction, HeaderValueMatchAction with expect_match) and of
+// RateLimitPolicy::populateDescriptors (ratelimit_config.cc: a failed action drops the
+// descriptor, a skipped one adds nothing, hits_addend kept as configured, 0 included).
 func TestDescriptorsActions(t *testing.T) {
 	remote := netip.MustParseAddrPort("10.1.2.3:5555")
 	base := Request{

@@ -290,6 +290,7 @@ var (
 
 // mutateHeaders is ConnectionManagerUtility::mutateRequestHeaders with use_remote_address true.
 func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *Stream) error {
+	asReceived := r.clone()
 	if !r.Remote.IsValid() {
 		return errors.New("request without a peer address (Request.Remote)")
 	}
@@ -353,7 +354,7 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 	// and on any request without one.
 	if m.GetGenerateRequestId() == nil || m.GetGenerateRequestId().GetValue() {
 		if !m.GetPreserveExternalRequestId() || len(r.Headers["x-request-id"]) == 0 {
-			r.Headers["x-request-id"] = []string{c.requestID()}
+			r.Headers["x-request-id"] = []string{c.requestID(asReceived)}
 		}
 	}
 	return nil
@@ -388,12 +389,17 @@ func (c *Config) streamID() uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// requestID is Envoy's UUIDRequestIDExtension: a random version-4 UUID, unless RequestID is
-// set.
-func (c *Config) requestID() string {
+// requestID is the id the request id extension generates for req (as received): RequestID's
+// when set, else a random version-4 UUID as Envoy's UUIDRequestIDExtension makes.
+func (c *Config) requestID(req Request) string {
 	if c.RequestID != nil {
-		return c.RequestID()
+		return c.RequestID(req)
 	}
+	return UUID()
+}
+
+// UUID is a random version-4 UUID in Envoy's x-request-id format.
+func UUID() string {
 	var u [16]byte
 	if _, err := rand.Read(u[:]); err != nil {
 		panic(err)

@@ -24,7 +24,7 @@ func shipped(t *testing.T) *Config {
 		t.Fatal(err)
 	}
 	n := 0
-	c.RequestID = func() string { n++; return "rid-" + strconv.Itoa(n) }
+	c.RequestID = func(Request) string { n++; return "rid-" + strconv.Itoa(n) }
 	return c
 }
 
@@ -242,9 +242,9 @@ func TestStreamCheckRequest(t *testing.T) {
 	}
 	a := cr.GetAttributes()
 	h := a.GetRequest().GetHttp()
-	// allowed_headers: x-origin and x-api-key only; repeated values joined with ","; bytes
-	// that are not UTF-8 become '!' (MessageUtil::sanitizeUtf8String).
-	if want := map[string]string{"x-origin": "caf!", "x-api-key": "k1,k2"}; !reflect.DeepEqual(h.GetHeaders(), want) {
+	// allowed_headers: not the cookie nor x-forwarded-for; repeated values joined with ",";
+	// bytes that are not UTF-8 become '!' (MessageUtil::sanitizeUtf8String).
+	if want := map[string]string{"x-origin": "caf!", "x-api-key": "k1,k2", "x-request-id": "rid-1"}; !reflect.DeepEqual(h.GetHeaders(), want) {
 		t.Errorf("headers = %q, want %q", h.GetHeaders(), want)
 	}
 	if h.GetId() != strconv.FormatUint(s.ID, 10) || h.GetProtocol() != "HTTP/2" || h.GetScheme() != "http" || h.GetPath() != "/items?item_id=9" {

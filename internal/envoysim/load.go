@@ -35,9 +35,10 @@ type Config struct {
 	Bootstrap *bootstrapv3.Bootstrap
 	// Managers are the HTTP connection managers of the static listeners, unpacked.
 	Managers []*hcmv3.HttpConnectionManager
-	// RequestID, when set, makes the x-request-id values Accept generates (tests); nil means
-	// random version-4 UUIDs, as Envoy's default request id extension.
-	RequestID func() string
+	// RequestID, when set, makes the x-request-id Accept generates for a request (given as
+	// received), so that tests can name their requests; nil means random version-4 UUIDs, as
+	// Envoy's default request id extension makes.
+	RequestID func(Request) string
 }
 
 // Load reads and checks the bootstrap at path (YAML or JSON).
