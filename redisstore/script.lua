@@ -1,7 +1,8 @@
 -- extauthz hot-param check: every op of one slot group, atomic, all or nothing.
 --
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME (once)
--- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds
+-- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds; "*"
+--          makes the call a batch of independent bucket acquisitions of one key (fast path)
 -- ARGV[3..] one op each: 14 little-endian doubles, then the lease id (concurrency; may be empty):
 --   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency), count,
 --   capacity (count+burst), duration (us), rate, max wait (ns), lease (us), hits,
@@ -68,9 +69,13 @@ local function ns(a, b)
   return q * 1000 + cdiv(r * 1000, b)
 end
 
--- Fast path: one bucket acquisition with no refund record, the commonest call. The same
--- arithmetic as bucket() below, without the general path's tables and closures.
-if n == 1 then
+-- Fast path: one bucket acquisition with no refund record, the commonest call, or a batch of
+-- them (nonce "*"): calls of one key, each its own call, as if sent one after the other at the
+-- same instant, answered one after the other (6 numbers each, as a call of one op). The same
+-- arithmetic as bucket() below, without the general path's tables and closures; one GET and at
+-- most one SET for the whole batch.
+local batch = nonce == '*'
+if n == 1 or batch then
   local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk =
     sunpack('<dddddddddddddd', ARGV[3])
   if kind == 1 and rel == 0 and lk == 0 and count > 0 then
@@ -87,20 +92,33 @@ if n == 1 then
         if el < cdiv(cap - sx, rate) then x = sx + el * rate end
       end
     end
-    local need = hits * dur
-    local allowed, retry = 1, 0
-    if need > cap then
-      allowed, retry = 0, dur * (count / rate) * 1000
-    elseif x >= need then
-      x = x - need
-      call('SET', key, pack('<ddd', x, now, dur), 'PXAT', cdiv(now + cdiv(cap - x, rate), 1000))
-    else
-      allowed, retry = 0, ns(need - x, rate)
+    local out, taken = {}, false
+    for i = 1, n do
+      if i > 1 then
+        -- the batch's ops share the key and the rule's numbers: only hits and shadow differ
+        _, _, _, _, _, _, _, _, hits, _, _, shadow = sunpack('<dddddddddddddd', ARGV[i + 2])
+      end
+      local need = hits * dur
+      local allowed, retry = 1, 0
+      if need > cap then
+        allowed, retry = 0, dur * (count / rate) * 1000
+      elseif x >= need then
+        x, taken = x - need, true
+      else
+        allowed, retry = 0, ns(need - x, rate)
+      end
+      local ok = 1
+      if allowed == 0 and shadow == 0 then ok = 0 end
+      local b = (i - 1) * 6
+      out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5], out[b + 6] =
+        ok, allowed, floor(x / dur), ns(cap - x, rate), retry, 0
     end
-    local ok = 1
-    if allowed == 0 and shadow == 0 then ok = 0 end
-    return {ok, allowed, floor(x / dur), ns(cap - x, rate), retry, 0}
+    if taken then
+      call('SET', key, pack('<ddd', x, now, dur), 'PXAT', cdiv(now + cdiv(cap - x, rate), 1000))
+    end
+    return out
   end
+  if batch then return redis.error_reply('batch of ops that are not plain bucket acquisitions') end
 end
 
 -- ops, and which kinds of work the call holds: helpers are made only for the kinds present

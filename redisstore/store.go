@@ -81,6 +81,7 @@ type Store struct {
 
 	tracer    trace.Tracer // nil when Options.TracerProvider is
 	blk       *blocked     // nil when Config.BlockedCache is negative
+	bat       batcher
 	cacheHits atomic.Uint64
 
 	br                                    breaker
@@ -109,7 +110,8 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	sum := sha1.Sum([]byte(scriptSource))
-	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache)}
+	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache),
+		bat: batcher{queues: map[string]*queue{}}}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
@@ -253,6 +255,9 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	if b == nil || !s.br.allow() {
 		s.shorts.Add(1)
 		return ErrUnavailable
+	}
+	if batchable(ops) {
+		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)

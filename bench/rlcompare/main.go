@@ -86,14 +86,14 @@ func main() {
 	}
 	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
 	cpu0, calls0 := redisStats(*redisAddr)
-	svc0 := processCPU(*pid)
+	svc0, self0 := processCPU(*pid), processCPU(os.Getpid())
 	begin := time.Now()
 	measuring.Store(true)
 	time.Sleep(*dur)
 	measuring.Store(false)
 	elapsed := time.Since(begin)
 	cpu1, calls1 := redisStats(*redisAddr)
-	svc1 := processCPU(*pid)
+	svc1, self1 := processCPU(*pid), processCPU(os.Getpid())
 	close(stop)
 	wg.Wait()
 
@@ -102,9 +102,9 @@ func main() {
 		log.Fatalf("%s: no answer (%d failed)", *name, failed.Load())
 	}
 	perCheck := (cpu1 - cpu0) / float64(n) * 1e6
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check\n",
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check\n",
 		*name, float64(n)/elapsed.Seconds(), ok.Load(), over.Load(), failed.Load(), perCheck,
-		float64(calls1-calls0)/float64(n), (svc1-svc0)/float64(n)*1e6)
+		float64(calls1-calls0)/float64(n), (svc1-svc0)/float64(n)*1e6, (self1-self0)/float64(n)*1e6)
 	if failed.Load() > 0 {
 		os.Exit(1)
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+// A refund cluster rule in Redis mode: Envoy sends the stream-done release (is_negative_hits)
+// for every request, refused ones included. Twenty sequential over-limit requests, each
+// followed by its release with its lease id, admit none: a refused request consumed nothing,
+// so its release gives nothing back. (Before, each release gave a token back and let the next
+// request in: 19 of 20 admitted.) A release without a lease id gives nothing back either.
+func TestBinaryClusterRefundOnlyWhatWasConsumed(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 2, duration: 1h, refund: true, cluster: true}
+`)
+	p := startReplicas(t, dir, srv.Addr(), rules, 1)[0]
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	call := func(lease string, release bool) rlsv3.RateLimitResponse_Code {
+		t.Helper()
+		entries := []*rlcommonv3.RateLimitDescriptor_Entry{
+			{Key: "resource", Value: "POST:/order"},
+			{Key: "item_id", Value: "hot"},
+		}
+		if lease != "" {
+			entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: lease})
+		}
+		d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
+		if release {
+			d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(1), true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp.GetOverallCode()
+	}
+	ok := rlsv3.RateLimitResponse_OK
+	for i := range 2 { // the allowance, held (no release)
+		if got := call(fmt.Sprintf("held-%d", i), false); got != ok {
+			t.Fatalf("request %d of the allowance: %v", i, got)
+		}
+	}
+	admitted := 0
+	for i := range 20 {
+		id := fmt.Sprintf("req-%d", i)
+		if call(id, false) == ok {
+			admitted++
+		}
+		call(id, true) // Envoy's release at stream end
+	}
+	for range 5 {
+		call("", true) // releases without a lease id
+	}
+	if call("last", false) == ok {
+		admitted++
+	}
+	if admitted != 0 {
+		t.Errorf("over the allowance: %d of 21 requests admitted, want 0", admitted)
+	}
+}

@@ -1,0 +1,191 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Calls of one bucket acquisition (one value, one rule; no refund record) of the same key are
+// coalesced while one is in flight: the calls that arrive meanwhile are queued and sent together,
+// as one script call, when it returns. The script answers each as if they had been sent one
+// after the other at the same instant (Redis runs pipelined calls one after the other anyway),
+// reading and writing the state once for them all. A call that finds nothing in flight is sent
+// at once: coalescing adds no wait at low load, and at most one round trip under load, which
+// it pays back by Redis doing one script call where it would do many.
+
+// batcher holds the queues of calls waiting for the call in flight on their key.
+type batcher struct {
+	mu     sync.Mutex
+	queues map[string]*queue // by state key and rule numbers
+}
+
+type queue struct{ waiting []*waiter }
+
+// waiter is one Eval call in a batch.
+type waiter struct {
+	op   *hotparam.RemoteOp
+	res  hotparam.RemoteResult
+	err  error
+	size int // the size of the batch it was sent in
+	done chan struct{}
+}
+
+// keyBatch is the attribute of a span of a batched call: the size of its batch.
+var keyBatch = attribute.Key("extauthz.redis.batch")
+
+// batchable reports whether a call of ops may be coalesced with others: one bucket acquisition
+// the script's fast path takes.
+func batchable(ops []hotparam.RemoteOp) bool {
+	if len(ops) != 1 {
+		return false
+	}
+	op := &ops[0]
+	return op.Grade != hotparam.Concurrency && op.Behavior != hotparam.Throttle && !op.Release && op.Count > 0 &&
+		(!op.Refund || op.LeaseID == "")
+}
+
+// queueKey is the queue of op, whose state is at key: calls of one key with the same rule numbers.
+func queueKey(key string, op *hotparam.RemoteOp) string {
+	return key + "\x00" + strconv.FormatInt(op.Count, 10) + "/" + strconv.FormatInt(op.Burst, 10) + "/" +
+		strconv.FormatInt(int64(op.Duration), 10)
+}
+
+// evalBatched is Eval for a batchable call.
+func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
+	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(1))
+	w := &waiter{op: op, done: make(chan struct{})}
+	qk := queueKey(key, op)
+	s.bat.mu.Lock()
+	q := s.bat.queues[qk]
+	if q == nil {
+		// nothing in flight: this call goes at once, then hands the calls queued meanwhile on
+		s.bat.queues[qk] = &queue{}
+		s.bat.mu.Unlock()
+		s.sendBatch(ctx, c, key, []*waiter{w}, start)
+		s.handOff(c, key, qk)
+	} else {
+		q.waiting = append(q.waiting, w)
+		s.bat.mu.Unlock()
+		timer := time.NewTimer(s.cfg.Timeout)
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			s.leave(qk, w, ctx.Err())
+		case <-timer.C:
+			s.leave(qk, w, fmt.Errorf("redis store: %w while queued behind the call in flight", context.DeadlineExceeded))
+		}
+		timer.Stop()
+		<-w.done
+	}
+	res[0] = w.res
+	if s.tracer != nil {
+		span.SetAttributes(keyBatch.Int(w.size), keyAllowed.Bool(w.err == nil && w.res.Allowed))
+	}
+	end(span, w.err)
+	return w.err
+}
+
+// leave takes w out of its queue, failing it with err, unless it has been sent already.
+func (s *Store) leave(qk string, w *waiter, err error) {
+	s.bat.mu.Lock()
+	defer s.bat.mu.Unlock()
+	q := s.bat.queues[qk]
+	if q == nil {
+		return
+	}
+	for i, x := range q.waiting {
+		if x == w {
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			w.err = err
+			close(w.done)
+			return
+		}
+	}
+}
+
+// handOff sends, from another goroutine, the calls queued on qk while a call was in flight, batch
+// after batch, until none is left; then the key has nothing in flight.
+func (s *Store) handOff(c rueidis.Client, key, qk string) {
+	s.bat.mu.Lock()
+	if len(s.bat.queues[qk].waiting) == 0 {
+		delete(s.bat.queues, qk)
+		s.bat.mu.Unlock()
+		return
+	}
+	s.bat.mu.Unlock()
+	go func() {
+		for {
+			s.bat.mu.Lock()
+			q := s.bat.queues[qk]
+			batch := q.waiting
+			q.waiting = nil
+			if len(batch) == 0 {
+				delete(s.bat.queues, qk)
+				s.bat.mu.Unlock()
+				return
+			}
+			s.bat.mu.Unlock()
+			s.sendBatch(context.Background(), c, key, batch, s.localNow())
+		}
+	}()
+}
+
+// sendBatch sends the calls of batch (one key) as one script call within Timeout and answers
+// each. ctx is the caller's for a call sent at once, and no caller's for a queued batch.
+func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, batch []*waiter, start time.Time) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	args := make([]string, 0, 2+len(batch))
+	args = append(args, s.now(), "*")
+	for _, w := range batch {
+		args = append(args, opArg(w.op, 1, 0, false, hitsOf(*w.op)))
+	}
+	g := []group{{keys: []string{key}, args: args}}
+	t := time.Now()
+	err := s.exec(ctx, c, g)
+	lat := time.Since(t)
+	if err == nil && len(g[0].out) != 6*len(batch) {
+		err = fmt.Errorf("redis store: %w: %d numbers for a batch of %d", errBadReply, len(g[0].out), len(batch))
+	}
+	s.calls.Add(uint64(len(batch)))
+	s.latency.Add(int64(lat) * int64(len(batch)))
+	s.setErr(err)
+	if err != nil {
+		s.errs.Add(uint64(len(batch)))
+		switch {
+		case parent.Err() != nil:
+			// the caller gave up (its own deadline or cancellation): no fault of Redis
+		case unavailable(err):
+			s.br.failure()
+		default:
+			s.br.success() // Redis answered: it is up, the call was wrong
+		}
+	} else {
+		s.br.success()
+	}
+	for i, w := range batch {
+		w.err, w.size = err, len(batch)
+		if err == nil {
+			o := g[0].out[6*i:]
+			w.res = hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
+				RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
+			// a refusal in a batch is about the state the calls before it left, which is the
+			// state stored after the batch: a refused call of one hit leaves no token to take
+			if !w.res.Allowed && s.blk != nil && cacheable(w.op) {
+				s.blk.add(key, w.op, &w.res, start)
+			}
+		}
+		if s.opts.Observe != nil {
+			s.opts.Observe(lat, err)
+		}
+		close(w.done)
+	}
+}

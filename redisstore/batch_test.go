@@ -1,0 +1,163 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/redistest"
+)
+
+// A batch of bucket acquisitions of one key answers each as the same calls sent one by one at
+// the same instant.
+func TestBatchMatchesCallsOneByOne(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	c := s.client.Load().c
+	rng := rand.New(rand.NewPCG(1, 9))
+	at := time.Duration(0)
+	for round := range 30 {
+		at += time.Duration(rng.Int64N(int64(700 * ms)))
+		clk.set(at)
+		rule := hotparam.RemoteOp{RuleID: "bt", Count: 5, Burst: 2, Duration: time.Second}
+		n := 1 + rng.IntN(8)
+		ops := make([]hotparam.RemoteOp, n)
+		for i := range ops {
+			ops[i] = rule
+			ops[i].Hits = 1 + rng.Int64N(4)
+			ops[i].Shadow = rng.IntN(6) == 0
+		}
+		// one by one on value "single"
+		want := make([]hotparam.RemoteResult, n)
+		for i := range ops {
+			o := ops[i]
+			o.Value = "single"
+			want[i] = eval(t, s, o)[0]
+		}
+		// as one batch on value "batched"
+		for i := range ops {
+			ops[i].Value = "batched"
+		}
+		k := key(DefaultPrefix, &ops[0])
+		args := []string{s.now(), "*"}
+		for i := range ops {
+			args = append(args, opArg(&ops[i], 1, 0, false, ops[i].Hits))
+		}
+		g := []group{{keys: []string{k}, args: args}}
+		if err := s.exec(context.Background(), c, g); err != nil {
+			t.Fatal(err)
+		}
+		if len(g[0].out) != 6*n {
+			t.Fatalf("round %d: %d numbers for %d ops", round, len(g[0].out), n)
+		}
+		for i := range ops {
+			o := g[0].out[6*i:]
+			got := hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
+				RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
+			if got != want[i] {
+				t.Fatalf("round %d op %d (hits %d): batched %+v, one by one %+v", round, i, ops[i].Hits, got, want[i])
+			}
+		}
+	}
+}
+
+// Many clients on one value: their calls are coalesced (fewer script calls than calls), and
+// exactly the allowance is admitted.
+func TestBatchUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BlockedCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const clients, each, allowance = 40, 25, 300
+	op := hotparam.RemoteOp{RuleID: "load", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
+	var admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]hotparam.RemoteResult, 1)
+			for range each {
+				if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
+					failed.Add(1)
+				} else if res[0].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 0 || admitted.Load() != allowance {
+		t.Errorf("admitted %d, failed %d of %d calls: want exactly %d admitted, none failed",
+			admitted.Load(), failed.Load(), clients*each, allowance)
+	}
+	scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
+	if scripts >= clients*each {
+		t.Errorf("script calls: %d for %d calls: want fewer (coalesced)", scripts, clients*each)
+	}
+	if st := s.Stats(); st.Calls != clients*each || st.Errors != 0 {
+		t.Errorf("stats: %d calls, %d errors; want %d, 0", st.Calls, st.Errors, clients*each)
+	}
+	t.Logf("%d calls in %d script calls", clients*each, scripts)
+}
+
+// A call queued behind one that hangs gives up at its own deadline; the key is usable after.
+func TestBatchQueuedCallTimesOut(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond, BreakerFailures: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op := hotparam.RemoteOp{RuleID: "hang", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			time.Sleep(time.Duration(i) * 20 * ms) // the first is in flight, the others queue
+			errs <- s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1))
+		}()
+	}
+	begin := time.Now()
+	for range 3 {
+		if err := <-errs; err == nil {
+			t.Error("a call with Redis paused: got nil error")
+		}
+	}
+	if el := time.Since(begin); el > 2*time.Second {
+		t.Errorf("calls answered after %v: want about the 200ms timeout", el)
+	}
+	srv.Resume()
+	res := make([]hotparam.RemoteResult, 1)
+	for i := 0; ; i++ {
+		err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res)
+		if err == nil {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("after Redis resumed: %v", err)
+		}
+		time.Sleep(20 * ms)
+	}
+	// the goroutine that sent the last queued batch lets go of the key once it finds none left
+	for i := 0; ; i++ {
+		s.bat.mu.Lock()
+		n := len(s.bat.queues)
+		s.bat.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("queues left with nothing in flight: %d", n)
+		}
+		time.Sleep(10 * ms)
+	}
+}
