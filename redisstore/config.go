@@ -29,25 +29,25 @@ const (
 
 // Config configures a Store. The zero value of every field but Addrs takes a default.
 type Config struct {
-	Addrs    []string `mapstructure:"addrs"`
-	Mode     string   `mapstructure:"mode"` // standalone (default) | cluster
-	Username string   `mapstructure:"username"`
-	Password string   `mapstructure:"password"`
-	TLS      bool     `mapstructure:"tls"`
+	Addrs    []string
+	Mode     string // standalone (default) | cluster
+	Username string
+	Password string
+	TLS      bool
 	// CAFile is a PEM file of the certificate authorities that sign the server's certificate
 	// (a private CA); "" means the system's. It requires TLS.
-	CAFile string `mapstructure:"ca_file"`
+	CAFile string
 	// Timeout bounds one Eval, all its round trips included. Default 5ms.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration
 	// Prefix starts every key. Default "extauthz". It may not contain '{' or '}'.
-	Prefix string `mapstructure:"prefix"`
+	Prefix string
 	// BreakerFailures is the number of consecutive failed calls that opens the breaker. Default 3.
-	BreakerFailures int `mapstructure:"breaker_failures"`
+	BreakerFailures int
 	// BreakerCooldown is the time between two background probes of an open breaker. Default 1s.
-	BreakerCooldown time.Duration `mapstructure:"breaker_cooldown"`
+	BreakerCooldown time.Duration
 	// BlockedCache is the most values a replica remembers as refused by Redis until Redis said
 	// they may pass again, refusing them meanwhile without a call. Default 10000; negative: off.
-	BlockedCache int `mapstructure:"blocked_cache"`
+	BlockedCache int
 }
 
 // ConfigError reports an invalid Config field.
