@@ -11,6 +11,10 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
 )
 
 // MaxFileSize is the largest rules file Load and the Store read, in bytes.
@@ -30,7 +34,88 @@ const EmptyFileReason = "the file is empty (no rules document); an intentionally
 // completion signal, so only the rate-limit path applies these rules.
 const ConcurrencyWarning = "concurrency rules apply only to ShouldRateLimit calls (ext_authz Check has no completion signal)"
 
-// parse is Parse's implementation; the exported doc is on Parse in api.go. Besides the rules it
+// Rules is a parsed and validated rules file.
+type Rules struct {
+	Authority []authority.Rule
+	ParamFlow []hotparam.Rule
+	// Warnings are notes about valid rules that the operator should see at load, formatted like
+	// a ValidationError: for example, that a concurrency rule applies only to ShouldRateLimit
+	// calls (ConcurrencyWarning).
+	Warnings []string
+}
+
+// ParseOptions tune parsing.
+type ParseOptions struct {
+	// ParamNames resolves Sentinel's paramIdx: index i names param ParamNames[i].
+	ParamNames []string
+	// ClusterEnabled allows `cluster: true` rules (a shared store is configured).
+	ClusterEnabled bool
+	// Mapping, when set, is the service's mapping config: rules that it leaves without the
+	// input they need (an origin, a param source, a lease key) get warnings.
+	Mapping *descriptors.Config
+}
+
+// Parse decodes and validates data, read from file (used in messages and to tell the format by
+// extension when the content does not). It checks the whole file and returns every problem as
+// Errors (each a *ValidationError), or the rules with no error. A file that holds no document
+// (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty rule set is
+// written as {} or with empty lists.
+//
+// A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
+// is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the
+// wrong type is an error that names the field.
+//
+// The format is told by the shape of the top level:
+//
+//   - A mapping with the keys authority and param_flow (both optional) is the native format of
+//     the design's "Rules file". Durations are Go duration strings ("1s", "500ms").
+//   - A list is a list of Sentinel rules, as Sentinel's datasources store them: an element
+//     with a strategy field is an authority rule (resource, limitApp, strategy); the others
+//     are told apart by their fields (see classify): Sentinel's param-flow rules (resource,
+//     limitApp, grade, paramIdx, count, controlBehavior, durationInSec, burstCount,
+//     maxQueueingTimeMs, paramFlowItemList, clusterMode, clusterConfig), sentinel-golang's
+//     hotspot rules (goHotspot), and Sentinel's gateway rules and API definitions
+//     (gatewayRule). Dashboard entities are unwrapped (unwrapEntity).
+//   - A mapping with the key paramFlowRules or authorityRules (each a list of Sentinel rules of
+//     that kind) is Sentinel's format too.
+//
+// In Sentinel's format, grade is 1 (QPS, the default) or 0 (concurrency), controlBehavior 0
+// (reject) or 2 (throttle), strategy 0 (white) or 1 (black) and required; durationInSec is in
+// whole seconds (default 1) and maxQueueingTimeMs in milliseconds. paramIdx names the param
+// ParamNames[paramIdx], counting from the end when negative, as Sentinel does; out of range is
+// an error. A param-flow rule's limitApp must be "default" or empty (it applies to every
+// origin); an authority rule's limitApp is a comma-separated list of origins whose entries are
+// trimmed of spaces. count may be written as a float but must be whole. An item's object must
+// be a value of its classType. clusterConfig is accepted and ignored (with a warning). Errors
+// in Sentinel rules are still reported under the sections "authority" and "param_flow", with
+// Index the rule's position in the list it was read from, and Field the Sentinel field name.
+//
+// Defaults: duration 1s, grade qps, behavior reject; strategy and count are required. A field
+// that does not apply to a rule's grade or behaviour is an error when it is given a non-zero
+// value, and accepted when zero (so a template listing every field parses): throttle, burst or
+// refund on a concurrency rule (such rules always release on negative hits), lease on a qps
+// rule, max_queueing_time on a reject rule, burst on a throttle rule.
+//
+// Every valid concurrency rule adds ConcurrencyWarning to Rules.Warnings.
+//
+// Parse also compiles the rules as a load does, so that it refuses exactly what the Store
+// refuses at start and on reload (a count, burst and duration too large to count exactly, say),
+// with the same message; only the shared store's own checks are left to the Store.
+func Parse(file string, data []byte, opts ParseOptions) (Rules, error) {
+	return check(file, data, opts)
+}
+
+// Load reads and parses path. A file that cannot be read (missing, or larger than MaxFileSize)
+// is an error wrapping the cause, so errors.Is(err, fs.ErrNotExist) works.
+func Load(path string, opts ParseOptions) (Rules, error) {
+	data, err := load(path)
+	if err != nil {
+		return Rules{}, err
+	}
+	return Parse(path, data, opts)
+}
+
+// parse is Parse's implementation, without the compile check. Besides the rules it
 // returns where each was in the file.
 func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error) {
 	top := ruleErrs{file: file, index: -1}
