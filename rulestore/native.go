@@ -3,6 +3,7 @@ package rulestore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
@@ -68,6 +69,8 @@ func (p *parser) native(ms []member) {
 		}
 	}
 	if elems, ok := p.list(sectionParamFlow, f.ParamFlow); ok {
+		p.rules.ParamFlow = slices.Grow(p.rules.ParamFlow, len(elems))
+		p.paramPos = slices.Grow(p.paramPos, len(elems))
 		for i, e := range elems {
 			p.paramFlowRule(i, e)
 		}

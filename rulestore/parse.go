@@ -208,46 +208,58 @@ func toJSON(file string, data []byte) ([]byte, error) {
 func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
 
 // checkDuplicates reports the first object key given twice anywhere in raw (encoding/json would
-// silently keep the last one). raw must be valid JSON; it is read in one pass.
+// silently keep the last one). raw must be valid JSON; it is read in one pass, and the keys of
+// the objects open at one time are kept in one list (a set only for objects with many keys).
 func checkDuplicates(raw []byte) error {
 	type frame struct {
 		object, wantKey bool
-		keys            map[string]struct{}
+		from            int                 // where the object's keys start in keys
+		set             map[string]struct{} // its keys, once it has many
 	}
 	var stack []frame
+	var keys []string
+	const small = 16
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
 		case '"':
-			end := i + 1
-			for end < len(raw) && raw[end] != '"' {
-				if raw[end] == '\\' {
-					end++
-				}
-				end++
-			}
+			end, esc := skipString(raw, i)
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
 				top := &stack[n-1]
 				top.wantKey = false
-				key := string(raw[i+1 : min(end, len(raw))])
-				if bytes.IndexByte(raw[i:min(end+1, len(raw))], '\\') >= 0 {
-					_ = json.Unmarshal(raw[i:min(end+1, len(raw))], &key)
+				key := jsonString(raw[i:end], esc)
+				dup := false
+				if top.set != nil {
+					_, dup = top.set[key]
+					top.set[key] = struct{}{}
+				} else {
+					for _, k := range keys[top.from:] {
+						if k == key {
+							dup = true
+							break
+						}
+					}
+					keys = append(keys, key)
+					if len(keys)-top.from > small {
+						top.set = make(map[string]struct{}, 2*small)
+						for _, k := range keys[top.from:] {
+							top.set[k] = struct{}{}
+						}
+						keys = keys[:top.from]
+					}
 				}
-				if top.keys == nil {
-					top.keys = make(map[string]struct{})
-				}
-				if _, dup := top.keys[key]; dup {
+				if dup {
 					return fmt.Errorf("cannot parse JSON: key %q given twice in one object", key)
 				}
-				top.keys[key] = struct{}{}
 			}
-			i = end
+			i = end - 1
 		case '{':
-			stack = append(stack, frame{object: true, wantKey: true})
+			stack = append(stack, frame{object: true, wantKey: true, from: len(keys)})
 		case '[':
-			stack = append(stack, frame{})
+			stack = append(stack, frame{from: len(keys)})
 		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].from]
+				stack = stack[:n-1]
 			}
 		case ',':
 			if n := len(stack); n > 0 && stack[n-1].object {
@@ -299,8 +311,8 @@ func (p *parser) list(key string, raw json.RawMessage) ([]json.RawMessage, bool)
 	if isNull(raw) {
 		return nil, true
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	elems, err := scanElements(raw)
+	if err != nil {
 		top := ruleErrs{file: p.file, index: -1}
 		top.add(key, "must be a list of rules, got %s", jsonKind(raw))
 		top.done(&p.errs, "")

@@ -3,6 +3,7 @@ package rulestore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,14 +63,16 @@ type sentinelAuthorityDoc struct {
 
 // sentinelList reads a top-level list of Sentinel rules of any shape (see classify).
 func (p *parser) sentinelList(js []byte) {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(js, &elems); err != nil {
+	elems, err := scanElements(js)
+	if err != nil {
 		top := ruleErrs{file: p.file, index: -1}
 		top.add("", "cannot parse: %v", err)
 		top.done(&p.errs, "")
 		return
 	}
 	p.apiDefinitions(elems)
+	p.rules.ParamFlow = slices.Grow(p.rules.ParamFlow, len(elems))
+	p.paramPos = slices.Grow(p.paramPos, len(elems))
 	for i, e := range elems {
 		ms, err := members(e)
 		if err != nil {

@@ -205,8 +205,8 @@ func (p *parser) goSpecificItems(r *ruleErrs, raw json.RawMessage) map[string]in
 		}
 		return items
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
+	list, err := scanElements(raw)
+	if err != nil {
 		r.add("specificItems", "must be a mapping of value to threshold or a list of {valKind, valStr, threshold}, got %s", jsonKind(raw))
 		return nil
 	}
