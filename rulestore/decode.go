@@ -32,16 +32,16 @@ func isNull(raw json.RawMessage) bool {
 
 // decodeStrict decodes the object raw into the struct *dst field by field, by exact json tag.
 // Every unknown, duplicate or mistyped field is reported through add with prefix before its
-// name; a null value counts as absent. It returns the fields that were given, or nil when raw
+// name; a null value counts as absent. It returns the fields that were given, or an empty set (ok() false) when raw
 // is not an object at all (reported too).
-func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
+func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
 	buf := memberPool.Get().(*[]member)
 	defer memberPool.Put(buf)
 	ms, err := scanMembersInto((*buf)[:0], raw)
 	*buf = ms[:0]
 	if err != nil {
 		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", jsonKind(raw))
-		return nil
+		return fieldSet{}
 	}
 	return decodeMembers(ms, dst, prefix, add)
 }
@@ -51,10 +51,10 @@ func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, f
 var memberPool = sync.Pool{New: func() any { return new([]member) }}
 
 // decodeMembers is decodeStrict for an object already split into members.
-func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
-	given := make(map[string]bool, len(ms))
+func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
 	v := reflect.ValueOf(dst).Elem()
 	fi := fieldsOf(v.Type())
+	given := fieldSet{fi: fi}
 	for k, m := range ms {
 		dup := false
 		for _, prev := range ms[:k] {
@@ -81,9 +81,27 @@ func decodeMembers(ms []member, dst any, prefix string, add func(field, format s
 				continue
 			}
 		}
-		given[m.name] = true
+		given.bits |= 1 << i
 	}
 	return given
+}
+
+// fieldSet is the fields of a struct that a decoding was given (a null counts as absent).
+type fieldSet struct {
+	bits uint64
+	fi   *fieldInfo // nil when the value was not an object
+}
+
+// ok reports whether the value decoded was an object.
+func (f fieldSet) ok() bool { return f.fi != nil }
+
+// has reports whether field name was given.
+func (f fieldSet) has(name string) bool {
+	if f.fi == nil {
+		return false
+	}
+	i, ok := f.fi.index[name]
+	return ok && f.bits&(1<<i) != 0
 }
 
 // fieldInfo is a struct type's fields by json name.
@@ -97,6 +115,9 @@ var fieldCache sync.Map // reflect.Type -> *fieldInfo
 func fieldsOf(t reflect.Type) *fieldInfo {
 	if fi, ok := fieldCache.Load(t); ok {
 		return fi.(*fieldInfo)
+	}
+	if t.NumField() > 64 {
+		panic("rulestore: a document struct has more than 64 fields")
 	}
 	fi := &fieldInfo{index: make(map[string]int, t.NumField())}
 	for i := range t.NumField() {

@@ -321,19 +321,27 @@ func (p *parser) list(key string, raw json.RawMessage) ([]json.RawMessage, bool)
 	return elems, true
 }
 
-// load reads path, refusing files larger than MaxFileSize.
+// load reads path, refusing files larger than MaxFileSize. The buffer is sized from the file's
+// size, so a large file is read with one allocation.
 func load(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	size := int64(512)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if fi.Size() > MaxFileSize {
+			return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
+		}
+		size = fi.Size() + 1 // the extra byte sees EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
 		return nil, err
 	}
-	if len(data) > MaxFileSize {
+	if buf.Len() > MaxFileSize {
 		return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }

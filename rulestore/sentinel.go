@@ -223,7 +223,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "strategy"):
-	case !given["strategy"]:
+	case !given.has("strategy"):
 		r.add("strategy", "required: 0 (white list) or 1 (black list)")
 	case d.Strategy == 0:
 		rule.Strategy = authority.White
@@ -270,14 +270,14 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "paramIdx"):
-	case !given["paramIdx"]:
+	case !given.has("paramIdx"):
 		r.add("paramIdx", "required")
 	default:
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
 	switch {
 	case fieldFailed(r, "count"):
-	case !given["count"]:
+	case !given.has("count"):
 		r.add("count", "required")
 	default:
 		n, ok := wholeNumber(d.Count)
@@ -287,7 +287,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		rule.Count = n
 	}
 	switch {
-	case !given["grade"] || d.Grade == 1:
+	case !given.has("grade") || d.Grade == 1:
 		rule.Grade = hotparam.QPS
 	case d.Grade == 0:
 		rule.Grade = hotparam.Concurrency
@@ -302,7 +302,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	default:
 		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle; warm-up is not supported)", d.ControlBehavior)
 	}
-	if given["durationInSec"] {
+	if given.has("durationInSec") {
 		if d.DurationInSec < 1 {
 			r.add("durationInSec", "must be at least 1, got %d", d.DurationInSec)
 		} else if d.DurationInSec > int64(1<<63-1)/int64(time.Second) {
@@ -319,15 +319,15 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	rule.Items = p.items(r, "paramFlowItemList", d.ParamFlowItemList, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it sentinelItemDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
-		if g == nil {
+		if !g.ok() {
 			return "", 0, false
 		}
 		object, ok := p.text(r, prefix+"object", it.Object)
-		ok = ok && g["object"] && g["count"]
-		if !g["object"] && !fieldFailed(r, prefix+"object") {
+		ok = ok && g.has("object") && g.has("count")
+		if !g.has("object") && !fieldFailed(r, prefix+"object") {
 			r.add(prefix+"object", "required")
 		}
-		if !g["count"] && !fieldFailed(r, prefix+"count") {
+		if !g.has("count") && !fieldFailed(r, prefix+"count") {
 			r.add(prefix+"count", "required")
 		}
 		if ok {
@@ -336,13 +336,13 @@ func (p *parser) sentinelParam(i int, ms []member) {
 				ok = false
 			}
 		}
-		if given := g["classType"]; given && !knownClass(it.ClassType) {
+		if given := g.has("classType"); given && !knownClass(it.ClassType) {
 			r.add(prefix+"classType", "unknown type %q (a Java primitive or boxed type, or String)", it.ClassType)
 			ok = false
 		}
 		return object, it.Count, ok
 	})
-	if given["clusterConfig"] {
+	if given.has("clusterConfig") {
 		var c sentinelClusterDoc
 		decodeStrict(d.ClusterConfig, &c, "clusterConfig.", r.add)
 	}
@@ -354,7 +354,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		switch {
 		case d.ClusterMode && !p.opts.ClusterEnabled:
 			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
-		case given["clusterConfig"]:
+		case given.has("clusterConfig"):
 			p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule")
 		}
 	}
