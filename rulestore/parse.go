@@ -50,6 +50,9 @@ type ParseOptions struct {
 	ParamNames []string
 	// ClusterEnabled allows `cluster: true` rules (a shared store is configured).
 	ClusterEnabled bool
+	// ClusterFallback is store.redis.fallback (local, allow or deny), for the warnings about
+	// Sentinel rules whose clusterConfig asks for another; "" leaves them out.
+	ClusterFallback string
 	// Mapping, when set, is the service's mapping config: rules that it leaves without the
 	// input they need (an origin, a param source, a lease key) get warnings.
 	Mapping *descriptors.Config

@@ -43,8 +43,8 @@ type sentinelItemDoc struct {
 	Count     int64  `json:"count"`
 }
 
-// sentinelClusterDoc is a param-flow rule's clusterConfig. Its fields are accepted and not used:
-// a cluster rule's count is shared by all replicas, and its fallback is the store's.
+// sentinelClusterDoc is a param-flow rule's clusterConfig (see clusterConfigNotes); flowId,
+// sampleCount and windowIntervalMs are accepted and not used.
 type sentinelClusterDoc struct {
 	FlowID                  int64 `json:"flowId"`
 	ThresholdType           int   `json:"thresholdType"`
@@ -342,9 +342,10 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		}
 		return object, it.Count, ok
 	})
+	var cc sentinelClusterDoc
+	var ccGiven fieldSet
 	if given.has("clusterConfig") {
-		var c sentinelClusterDoc
-		decodeStrict(d.ClusterConfig, &c, "clusterConfig.", r.add)
+		ccGiven = decodeStrict(d.ClusterConfig, &cc, "clusterConfig.", r.add)
 	}
 	p.checkParamFlow(r, &rule, ruleFields{
 		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
@@ -354,11 +355,30 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		switch {
 		case d.ClusterMode && !p.opts.ClusterEnabled:
 			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
-		case given.has("clusterConfig"):
-			p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule")
+		case rule.Cluster && ccGiven.ok():
+			p.clusterConfigNotes(i, rule.Resource, cc, ccGiven)
 		}
 	}
 	p.addParamFlow(r, i, rule)
+}
+
+// clusterConfigNotes warns where a cluster rule's clusterConfig asks for what the service does
+// otherwise. A cluster rule's count is shared by all replicas (Sentinel's thresholdType 1,
+// global); thresholdType 0 (the average per client, Sentinel's default) is read that way too.
+// What the rule does while the store fails is store.redis.fallback, for every cluster rule:
+// fallbackToLocalWhenFail true (Sentinel's default) is "local", false is "allow" (Sentinel then
+// lets requests through).
+func (p *parser) clusterConfigNotes(i int, resource string, cc sentinelClusterDoc, given fieldSet) {
+	if given.has("thresholdType") && cc.ThresholdType == 0 || !given.has("thresholdType") {
+		p.warn(sectionParamFlow, i, resource, "clusterConfig.thresholdType 0 (a count per client, averaged) is read as a global count shared by all replicas: multiply count by the replicas to keep the total")
+	}
+	want := "local"
+	if given.has("fallbackToLocalWhenFail") && !cc.FallbackToLocalWhenFail {
+		want = "allow"
+	}
+	if have := p.opts.ClusterFallback; have != "" && have != want {
+		p.warn(sectionParamFlow, i, resource, fmt.Sprintf("clusterConfig.fallbackToLocalWhenFail asks for store.redis.fallback: %s while the store fails, but it is %s (it applies to every cluster rule)", want, have))
+	}
 }
 
 // paramName resolves Sentinel's paramIdx through ParseOptions.ParamNames; a negative index counts

@@ -54,7 +54,8 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 		problems++
 	}
 
-	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(), Mapping: &cfg.Mapping}
+	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(),
+		ClusterFallback: cfg.Store.Redis.Fallback, Mapping: &cfg.Mapping}
 	for _, file := range files {
 		lines, n := rulestore.Report(file, opts)
 		for _, l := range lines {
