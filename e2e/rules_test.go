@@ -136,7 +136,7 @@ param_flow:
   - {resource: "POST:/orders", param: api_key, count: 5, refund: true, lease: 30s}
 `)
 	want := []string{
-		`param "not_mapped": no authz.params source produces it`,
+		`no authz.params source produces the params "not_mapped" (param_flow[0])`,
 		`concurrency and refund rules (param_flow[1]) act only on rate-limit calls that carry the lease key "lease_id"`,
 		`authority (resource "GET:/items"): white and black rules on one resource`,
 	}
