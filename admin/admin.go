@@ -4,6 +4,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -186,6 +187,7 @@ type ParamRule struct {
 	Refund          bool             `json:"refund"`
 	Cluster         bool             `json:"cluster"`
 	Shadow          bool             `json:"shadow"`
+	Match           string           `json:"match,omitempty"` // e.g. `prefix: "vip-"`
 }
 
 // rulesView renders set and last; the values of the rules' items go through redact (when not
@@ -256,12 +258,16 @@ func paramView(r hotparam.Rule) ParamRule {
 		Cluster:  r.Cluster,
 		Shadow:   r.Shadow,
 	}
+	if m, ok := r.Match.(fmt.Stringer); ok {
+		v.Match = m.String()
+	}
 	if r.Grade == hotparam.Concurrency {
 		v.Grade = "concurrency"
 		v.Lease = durationString(r.Lease)
 		return v
 	}
 	v.Grade = "qps"
+	v.Lease = durationString(r.Lease) // a refund rule's lease; empty otherwise
 	v.Duration = durationString(r.Duration)
 	v.Burst = r.Burst
 	v.Behavior = "reject"

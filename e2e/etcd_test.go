@@ -21,16 +21,23 @@ import (
 // startEtcdService runs the binary with the shipped config, its rules from etcd key.
 func startEtcdService(t *testing.T, endpoint, key string) *service {
 	t.Helper()
-	logs := &syncBuffer{}
 	config, err := filepath.Abs(extauthzYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServiceWith(t, config, "", "EXTAUTHZ_RULES_ETCD_ENDPOINTS="+endpoint, "EXTAUTHZ_RULES_ETCD_KEYS="+key)
+}
+
+// startServiceWith runs the binary with config (an absolute path), rules (a path, or "" for
+// none) and env, for t.
+func startServiceWith(t *testing.T, config, rules string, env ...string) *service {
+	t.Helper()
+	logs := &syncBuffer{}
 	p := testbin.Start(t, testbin.Options{
 		Binary: binary,
-		Args: []string{"serve", "--config", config, "--rules", "",
+		Args: []string{"serve", "--config", config, "--rules", rules,
 			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
-		Env:    []string{"EXTAUTHZ_RULES_ETCD_ENDPOINTS=" + endpoint, "EXTAUTHZ_RULES_ETCD_KEYS=" + key},
+		Env:    env,
 		Output: logs,
 		Ready:  15 * time.Second,
 	})
@@ -39,7 +46,7 @@ func startEtcdService(t *testing.T, endpoint, key string) *service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &service{proc: p, cmd: p.Cmd, grpcAddr: p.GRPCAddr, adminURL: "http://" + p.AdminAddr, logs: logs,
+	return &service{proc: p, cmd: p.Cmd, grpcAddr: p.GRPCAddr, adminURL: "http://" + p.AdminAddr, rules: rules, logs: logs,
 		exited: make(chan struct{}), conn: conn, authz: authv3.NewAuthorizationClient(conn), rls: rlsv3.NewRateLimitServiceClient(conn)}
 }
 

@@ -136,7 +136,7 @@ param_flow:
   - {resource: "POST:/orders", param: api_key, count: 5, refund: true, lease: 30s}
 `)
 	want := []string{
-		`param "not_mapped": no authz.params source produces it`,
+		`no authz.params source produces the params "not_mapped" (param_flow[0])`,
 		`concurrency and refund rules (param_flow[1]) act only on rate-limit calls that carry the lease key "lease_id"`,
 		`authority (resource "GET:/items"): white and black rules on one resource`,
 	}
@@ -165,5 +165,49 @@ param_flow:
 	}
 	for _, w := range want {
 		mustContain(t, "validate output", string(out), "warning: ", w)
+	}
+}
+
+// TestSentinelGatewayRule: a Sentinel gateway rule, as the dashboard persists it, limits the
+// header values its pattern matches through the service, once the config maps the param its
+// warning names; the other values pass. validate prints what it maps to.
+func TestSentinelGatewayRule(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "gw-flow.json")
+	if err := os.WriteFile(rules, []byte(`[{"id": 1, "app": "gateway", "ip": "10.0.0.5", "port": 8719,
+  "resource": "GET:/items", "resourceMode": 0, "grade": 1, "count": 2, "interval": 1, "intervalUnit": 2,
+  "controlBehavior": 0, "burst": 0, "maxQueueingTimeoutMs": 500,
+  "paramItem": {"parseStrategy": 2, "fieldName": "X-User-Id", "pattern": "vip-", "matchStrategy": 1},
+  "gmtCreate": 1700000000000, "gmtModified": 1700000000000}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "validate", rules).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	mustContain(t, "validate output", string(out),
+		`param_flow[0] -> param_flow: {resource: "GET:/items", param: "header_x-user-id", count: 2, duration: 1h, match: {prefix: "vip-"}}`,
+		`add authz.params.header_x-user-id: {from: header, name: "x-user-id"}`)
+
+	config := filepath.Join(dir, "extauthz.yaml")
+	if err := os.WriteFile(config, []byte("authz:\n  params:\n    header_x-user-id: {from: header, name: x-user-id}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServiceWith(t, config, rules)
+	allowed := func(user string) bool {
+		return checkCode(t, s.check(t, req("GET", "/items?item_id=1", "192.0.2.9", "x-origin", "web", "x-user-id", user))) == 200
+	}
+	for i := range 2 {
+		if !allowed("vip-7") {
+			t.Fatalf("request %d of a matching value refused, want the first 2 allowed", i)
+		}
+	}
+	if allowed("vip-7") {
+		t.Error("third request of a matching value within the hour allowed")
+	}
+	for i := range 5 {
+		if !allowed("guest") {
+			t.Fatalf("request %d of a value the pattern does not match refused", i)
+		}
 	}
 }

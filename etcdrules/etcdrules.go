@@ -5,11 +5,15 @@ package etcdrules
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/extauthz/extauthz/rulestore"
 )
@@ -27,6 +31,11 @@ type Config struct {
 	// Username and Password, when set, authenticate to etcd.
 	Username string `json:"username"`
 	Password string `json:"password"`
+	// CAFile, when set, is the authority etcd's certificate must chain to (https endpoints);
+	// CertFile and KeyFile, when set, are the client certificate etcd may ask for. All PEM.
+	CAFile   string `json:"ca_file"`
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
 }
 
 // DefaultDialTimeout is the DialTimeout of the default config.
@@ -61,6 +70,9 @@ func (c Config) Validate() error {
 		}
 		seen[k] = true
 	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return &ConfigError{Field: "cert_file", Reason: "cert_file and key_file go together"}
+	}
 	if c.DialTimeout <= 0 {
 		return &ConfigError{Field: "dial_timeout", Reason: fmt.Sprintf("must be > 0, not %v", c.DialTimeout)}
 	}
@@ -79,14 +91,45 @@ func (c Config) Source() string { return "etcd:" + strings.Join(c.Keys, ",") }
 
 // NewClient connects to the configured etcd.
 func NewClient(c Config) (*clientv3.Client, error) {
+	tlsConfig, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	return clientv3.New(clientv3.Config{
 		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
 		Username:    c.Username,
 		Password:    c.Password,
+		TLS:         tlsConfig,
 		// No client log: read failures reach the Store and its log.
-		Logger: nil,
+		Logger: zap.NewNop(),
 	})
+}
+
+// tlsConfig is the client's TLS setup, or nil without ca_file and cert_file.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.CAFile == "" && c.CertFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file: no PEM certificate in %s", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file, key_file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // Watcher keeps a Store loaded from etcd keys.

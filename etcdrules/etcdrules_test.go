@@ -2,6 +2,9 @@ package etcdrules
 
 import (
 	"context"
+	"crypto/x509"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/extauthz/extauthz/internal/etcdtest"
+	"github.com/extauthz/extauthz/internal/testpki"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -184,6 +188,59 @@ func TestConfigValidate(t *testing.T) {
 		err := tc.c.Validate()
 		if (err == nil) != (tc.bad == "") || err != nil && !strings.HasPrefix(err.Error(), tc.bad) {
 			t.Errorf("Validate(%+v) = %v, want a problem with %q", tc.c, err, tc.bad)
+		}
+	}
+}
+
+// TestTLS: the watcher reads etcd over TLS with a client certificate (ca_file, cert_file,
+// key_file); without its certificate etcd refuses it.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.New(t, "etcd test CA")
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	caFile := write("ca.pem", ca.PEM)
+	sc, sk := ca.Issue(t, "etcd", x509.ExtKeyUsageServerAuth)
+	cc, ck := ca.Issue(t, "extauthz", x509.ExtKeyUsageClientAuth)
+	files := etcdtest.TLS{
+		CertFile: write("server.pem", sc), KeyFile: write("server-key.pem", sk), ClientCAFile: caFile,
+		ClientCert: write("client.pem", cc), ClientKey: write("client-key.pem", ck),
+	}
+	srv := etcdtest.StartTLS(t, files)
+	cfg := Config{Endpoints: []string{srv.Endpoint}, Keys: []string{"/extauthz/rules.yaml"}, DialTimeout: 2 * time.Second,
+		CAFile: caFile, CertFile: files.ClientCert, KeyFile: files.ClientKey}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	put(t, cli, "/extauthz/rules.yaml", rules(4))
+	store, err := rulestore.New(rulestore.Options{Source: cfg.Source()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := New(cli, cfg, store).Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if count(store) != 4 {
+		t.Errorf("count %d over TLS, want 4", count(store))
+	}
+
+	noCert := cfg
+	noCert.CertFile, noCert.KeyFile = "", ""
+	cli2, err := NewClient(noCert)
+	if err == nil {
+		defer cli2.Close()
+		if err := New(cli2, noCert, store).Load(context.Background()); err == nil {
+			t.Error("a client without a certificate read the rules")
 		}
 	}
 }

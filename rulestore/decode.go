@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,30 +21,8 @@ type member struct {
 var errNotObject = errors.New("not an object")
 
 // members splits a JSON object into its keys and values, keeping their order and duplicates.
-func members(raw json.RawMessage) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, errNotObject
-	}
-	var ms []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{name: name, value: v})
-	}
-	return ms, nil
-}
+// raw must be valid JSON (see scanMembers).
+func members(raw json.RawMessage) ([]member, error) { return scanMembers(raw) }
 
 // isNull reports whether raw is the JSON null (an empty YAML value) or absent.
 func isNull(raw json.RawMessage) bool {
@@ -53,51 +32,168 @@ func isNull(raw json.RawMessage) bool {
 
 // decodeStrict decodes the object raw into the struct *dst field by field, by exact json tag.
 // Every unknown, duplicate or mistyped field is reported through add with prefix before its
-// name; a null value counts as absent. It returns the fields that were given, or nil when raw
+// name; a null value counts as absent. It returns the fields that were given, or an empty set (ok() false) when raw
 // is not an object at all (reported too).
-func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
-	ms, err := members(raw)
+func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
+	buf := memberPool.Get().(*[]member)
+	defer memberPool.Put(buf)
+	ms, err := scanMembersInto((*buf)[:0], raw)
+	*buf = ms[:0]
 	if err != nil {
 		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", jsonKind(raw))
-		return nil
+		return fieldSet{}
 	}
 	return decodeMembers(ms, dst, prefix, add)
 }
 
+// memberPool holds the member lists decodeStrict splits rules into: a rule's members are not
+// kept past its decoding, so one list serves every rule of a file.
+var memberPool = sync.Pool{New: func() any { return new([]member) }}
+
 // decodeMembers is decodeStrict for an object already split into members.
-func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) map[string]bool {
-	given := make(map[string]bool)
+func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
 	v := reflect.ValueOf(dst).Elem()
-	t := v.Type()
-	index := make(map[string]int, t.NumField())
-	names := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		index[name] = i
-		names = append(names, name)
-	}
-	seen := make(map[string]bool, len(ms))
-	for _, m := range ms {
-		if seen[m.name] {
+	fi := fieldsOf(v.Type())
+	given := fieldSet{fi: fi}
+	for k, m := range ms {
+		dup := false
+		for _, prev := range ms[:k] {
+			if prev.name == m.name {
+				dup = true
+				break
+			}
+		}
+		if dup {
 			add(prefix+m.name, "duplicate field")
 			continue
 		}
-		seen[m.name] = true
-		i, ok := index[m.name]
+		i, ok := fi.index[m.name]
 		if !ok {
-			add(prefix+m.name, "unknown field%s", suggest(m.name, names))
+			add(prefix+m.name, "unknown field%s", suggest(m.name, fi.names))
 			continue
 		}
 		if isNull(m.value) {
 			continue
 		}
-		if err := json.Unmarshal(m.value, v.Field(i).Addr().Interface()); err != nil {
-			add(prefix+m.name, "%s", typeReason(err, t.Field(i).Type, m.value))
-			continue
+		if !setField(v.Field(i), m.value) {
+			if err := json.Unmarshal(m.value, v.Field(i).Addr().Interface()); err != nil {
+				add(prefix+m.name, "%s", typeReason(err, v.Type().Field(i).Type, m.value))
+				continue
+			}
 		}
-		given[m.name] = true
+		given.bits |= 1 << i
 	}
 	return given
+}
+
+// fieldSet is the fields of a struct that a decoding was given (a null counts as absent).
+type fieldSet struct {
+	bits uint64
+	fi   *fieldInfo // nil when the value was not an object
+}
+
+// ok reports whether the value decoded was an object.
+func (f fieldSet) ok() bool { return f.fi != nil }
+
+// has reports whether field name was given.
+func (f fieldSet) has(name string) bool {
+	if f.fi == nil {
+		return false
+	}
+	i, ok := f.fi.index[name]
+	return ok && f.bits&(1<<i) != 0
+}
+
+// fieldInfo is a struct type's fields by json name.
+type fieldInfo struct {
+	index map[string]int
+	names []string
+}
+
+var fieldCache sync.Map // reflect.Type -> *fieldInfo
+
+func fieldsOf(t reflect.Type) *fieldInfo {
+	if fi, ok := fieldCache.Load(t); ok {
+		return fi.(*fieldInfo)
+	}
+	if t.NumField() > 64 {
+		panic("rulestore: a document struct has more than 64 fields")
+	}
+	fi := &fieldInfo{index: make(map[string]int, t.NumField())}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		fi.index[name] = i
+		fi.names = append(fi.names, name)
+	}
+	fieldCache.Store(t, fi)
+	return fi
+}
+
+var (
+	rawType    = reflect.TypeFor[json.RawMessage]()
+	rawsType   = reflect.TypeFor[[]json.RawMessage]()
+	scalarType = reflect.TypeFor[scalar]()
+)
+
+// setField decodes the valid JSON value raw into f without encoding/json for the common kinds;
+// it returns false, having changed nothing, when raw is not of f's kind (or f is of another
+// kind), leaving the work and the error message to encoding/json.
+func setField(f reflect.Value, raw []byte) bool {
+	switch t := f.Type(); {
+	case t == rawType:
+		f.SetBytes(raw)
+		return true
+	case t == rawsType:
+		elems, err := scanElements(raw)
+		if err != nil {
+			return false
+		}
+		f.Set(reflect.ValueOf(elems))
+		return true
+	case t == scalarType:
+		var sc scalar
+		if sc.UnmarshalJSON(raw) != nil {
+			return false
+		}
+		f.Set(reflect.ValueOf(sc))
+		return true
+	}
+	switch f.Kind() {
+	case reflect.String:
+		if raw[0] != '"' {
+			return false
+		}
+		end, esc := skipString(raw, 0)
+		f.SetString(jsonString(raw[:end], esc))
+		return true
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || f.OverflowInt(n) {
+			return false
+		}
+		f.SetInt(n)
+		return true
+	case reflect.Float64:
+		if raw[0] == '"' || raw[0] == 't' || raw[0] == 'f' || raw[0] == '[' || raw[0] == '{' {
+			return false
+		}
+		x, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return false
+		}
+		f.SetFloat(x)
+		return true
+	case reflect.Bool:
+		switch string(raw) {
+		case "true":
+			f.SetBool(true)
+			return true
+		case "false":
+			f.SetBool(false)
+			return true
+		}
+	}
+	return false
 }
 
 // suggest returns ` (did you mean "x"?)` for the known name closest to name, if one is close.

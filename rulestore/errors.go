@@ -5,6 +5,19 @@ import (
 	"strings"
 )
 
+// ValidationError is one problem in a rules file, addressed by file, rule and field.
+type ValidationError struct {
+	File     string
+	Section  string // "authority" or "param_flow"
+	Index    int    // -1 when the problem is not in one rule
+	Resource string
+	Field    string
+	Reason   string
+}
+
+// Errors is every problem found in one file.
+type Errors []*ValidationError
+
 // Error formats the problem as "file: section[index] (resource "r"): field: reason", leaving
 // out the parts that are empty (or, for Index, negative).
 func (e *ValidationError) Error() string {

@@ -112,7 +112,7 @@ type matchDoc struct {
 // nativeMatch decodes a native rule's match field.
 func nativeMatch(raw json.RawMessage, r *ruleErrs) *Match {
 	var d matchDoc
-	if decodeStrict(raw, &d, "match.", r.add) == nil {
+	if !decodeStrict(raw, &d, "match.", r.add).ok() {
 		return nil
 	}
 	var kind MatchKind

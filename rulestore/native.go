@@ -3,6 +3,7 @@ package rulestore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
@@ -69,6 +70,8 @@ func (p *parser) native(ms []member) {
 		}
 	}
 	if elems, ok := p.list(sectionParamFlow, f.ParamFlow); ok {
+		p.rules.ParamFlow = slices.Grow(p.rules.ParamFlow, len(elems))
+		p.paramPos = slices.Grow(p.paramPos, len(elems))
 		for i, e := range elems {
 			p.paramFlowRule(i, e)
 		}
@@ -79,7 +82,7 @@ func (p *parser) native(ms []member) {
 func (p *parser) authorityRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionAuthority, i)
 	var d authorityDoc
-	if decodeStrict(raw, &d, "", r.add) == nil {
+	if !decodeStrict(raw, &d, "", r.add).ok() {
 		r.done(&p.errs, "")
 		return
 	}
@@ -160,7 +163,7 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionParamFlow, i)
 	var d paramFlowDoc
 	given := decodeStrict(raw, &d, "", r.add)
-	if given == nil {
+	if !given.ok() {
 		r.done(&p.errs, "")
 		return
 	}
@@ -179,7 +182,7 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	if d.Param == "" && !fieldFailed(r, "param") {
 		r.add("param", "must not be empty")
 	}
-	if !given["count"] && !fieldFailed(r, "count") {
+	if !given.has("count") && !fieldFailed(r, "count") {
 		r.add("count", "required")
 	}
 	switch d.Grade {
@@ -199,7 +202,7 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		r.add("behavior", "unknown behavior %q (reject | throttle)", d.Behavior)
 	}
 	rule.Duration = time.Second
-	if given["duration"] {
+	if given.has("duration") {
 		if v, ok := duration(d.Duration, true, "duration", r.add); ok {
 			rule.Duration = v
 			if v < time.Millisecond {
@@ -207,13 +210,13 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 			}
 		}
 	}
-	rule.MaxQueueingTime, _ = duration(d.MaxQueueingTime, given["max_queueing_time"], "max_queueing_time", r.add)
+	rule.MaxQueueingTime, _ = duration(d.MaxQueueingTime, given.has("max_queueing_time"), "max_queueing_time", r.add)
 	var ok bool
-	rule.Lease, ok = duration(d.Lease, given["lease"], "lease", r.add)
+	rule.Lease, ok = duration(d.Lease, given.has("lease"), "lease", r.add)
 	if ok && rule.Lease != 0 && rule.Lease < time.Millisecond {
 		r.add("lease", "must be at least 1ms (or 0 for the default), got %s", d.Lease)
 	}
-	if given["capacity"] {
+	if given.has("capacity") {
 		if d.Capacity < 1 {
 			r.add("capacity", "must be at least 1, got %d", d.Capacity)
 		}
@@ -222,21 +225,21 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	rule.Items = p.items(r, "items", d.Items, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it itemDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
-		if g == nil {
+		if !g.ok() {
 			return "", 0, false
 		}
 		value, ok := p.text(r, prefix+"value", it.Value)
-		if !g["value"] && !fieldFailed(r, prefix+"value") {
+		if !g.has("value") && !fieldFailed(r, prefix+"value") {
 			r.add(prefix+"value", "required")
-		} else if ok && g["value"] && value == "" {
+		} else if ok && g.has("value") && value == "" {
 			r.add(prefix+"value", "must not be empty")
 		}
-		if !g["count"] && !fieldFailed(r, prefix+"count") {
+		if !g.has("count") && !fieldFailed(r, prefix+"count") {
 			r.add(prefix+"count", "required")
 		}
-		return value, it.Count, ok && g["value"] && g["count"] && value != ""
+		return value, it.Count, ok && g.has("value") && g.has("count") && value != ""
 	})
-	if given["match"] {
+	if given.has("match") {
 		if m := nativeMatch(d.Match, r); m != nil {
 			rule.Match = m
 		}

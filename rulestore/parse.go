@@ -11,6 +11,10 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
 )
 
 // MaxFileSize is the largest rules file Load and the Store read, in bytes.
@@ -30,7 +34,91 @@ const EmptyFileReason = "the file is empty (no rules document); an intentionally
 // completion signal, so only the rate-limit path applies these rules.
 const ConcurrencyWarning = "concurrency rules apply only to ShouldRateLimit calls (ext_authz Check has no completion signal)"
 
-// parse is Parse's implementation; the exported doc is on Parse in api.go. Besides the rules it
+// Rules is a parsed and validated rules file.
+type Rules struct {
+	Authority []authority.Rule
+	ParamFlow []hotparam.Rule
+	// Warnings are notes about valid rules that the operator should see at load, formatted like
+	// a ValidationError: for example, that a concurrency rule applies only to ShouldRateLimit
+	// calls (ConcurrencyWarning).
+	Warnings []string
+}
+
+// ParseOptions tune parsing.
+type ParseOptions struct {
+	// ParamNames resolves Sentinel's paramIdx: index i names param ParamNames[i].
+	ParamNames []string
+	// ClusterEnabled allows `cluster: true` rules (a shared store is configured).
+	ClusterEnabled bool
+	// ClusterFallback is store.redis.fallback (local, allow or deny), for the warnings about
+	// Sentinel rules whose clusterConfig asks for another; "" leaves them out.
+	ClusterFallback string
+	// Mapping, when set, is the service's mapping config: rules that it leaves without the
+	// input they need (an origin, a param source, a lease key) get warnings.
+	Mapping *descriptors.Config
+}
+
+// Parse decodes and validates data, read from file (used in messages and to tell the format by
+// extension when the content does not). It checks the whole file and returns every problem as
+// Errors (each a *ValidationError), or the rules with no error. A file that holds no document
+// (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty rule set is
+// written as {} or with empty lists.
+//
+// A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
+// is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the
+// wrong type is an error that names the field.
+//
+// The format is told by the shape of the top level:
+//
+//   - A mapping with the keys authority and param_flow (both optional) is the native format of
+//     the design's "Rules file". Durations are Go duration strings ("1s", "500ms").
+//   - A list is a list of Sentinel rules, as Sentinel's datasources store them: an element
+//     with a strategy field is an authority rule (resource, limitApp, strategy); the others
+//     are told apart by their fields (see classify): Sentinel's param-flow rules (resource,
+//     limitApp, grade, paramIdx, count, controlBehavior, durationInSec, burstCount,
+//     maxQueueingTimeMs, paramFlowItemList, clusterMode, clusterConfig), sentinel-golang's
+//     hotspot rules (goHotspot), and Sentinel's gateway rules and API definitions
+//     (gatewayRule). Dashboard entities are unwrapped (unwrapEntity).
+//   - A mapping with the key paramFlowRules or authorityRules (each a list of Sentinel rules of
+//     that kind) is Sentinel's format too.
+//
+// In Sentinel's format, grade is 1 (QPS, the default) or 0 (concurrency), controlBehavior 0
+// (reject) or 2 (throttle), strategy 0 (white) or 1 (black) and required; durationInSec is in
+// whole seconds (default 1) and maxQueueingTimeMs in milliseconds. paramIdx names the param
+// ParamNames[paramIdx], counting from the end when negative, as Sentinel does; out of range is
+// an error. A param-flow rule's limitApp must be "default" or empty (it applies to every
+// origin); an authority rule's limitApp is a comma-separated list of origins whose entries are
+// trimmed of spaces. count may be written as a float but must be whole. An item's object must
+// be a value of its classType. clusterConfig is accepted and ignored (with a warning). Errors
+// in Sentinel rules are still reported under the sections "authority" and "param_flow", with
+// Index the rule's position in the list it was read from, and Field the Sentinel field name.
+//
+// Defaults: duration 1s, grade qps, behavior reject; strategy and count are required. A field
+// that does not apply to a rule's grade or behaviour is an error when it is given a non-zero
+// value, and accepted when zero (so a template listing every field parses): throttle, burst or
+// refund on a concurrency rule (such rules always release on negative hits), lease on a qps
+// rule, max_queueing_time on a reject rule, burst on a throttle rule.
+//
+// Every valid concurrency rule adds ConcurrencyWarning to Rules.Warnings.
+//
+// Parse also compiles the rules as a load does, so that it refuses exactly what the Store
+// refuses at start and on reload (a count, burst and duration too large to count exactly, say),
+// with the same message; only the shared store's own checks are left to the Store.
+func Parse(file string, data []byte, opts ParseOptions) (Rules, error) {
+	return check(file, data, opts)
+}
+
+// Load reads and parses path. A file that cannot be read (missing, or larger than MaxFileSize)
+// is an error wrapping the cause, so errors.Is(err, fs.ErrNotExist) works.
+func Load(path string, opts ParseOptions) (Rules, error) {
+	data, err := load(path)
+	if err != nil {
+		return Rules{}, err
+	}
+	return Parse(path, data, opts)
+}
+
+// parse is Parse's implementation, without the compile check. Besides the rules it
 // returns where each was in the file.
 func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error) {
 	top := ruleErrs{file: file, index: -1}
@@ -123,46 +211,58 @@ func toJSON(file string, data []byte) ([]byte, error) {
 func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
 
 // checkDuplicates reports the first object key given twice anywhere in raw (encoding/json would
-// silently keep the last one). raw must be valid JSON; it is read in one pass.
+// silently keep the last one). raw must be valid JSON; it is read in one pass, and the keys of
+// the objects open at one time are kept in one list (a set only for objects with many keys).
 func checkDuplicates(raw []byte) error {
 	type frame struct {
 		object, wantKey bool
-		keys            map[string]struct{}
+		from            int                 // where the object's keys start in keys
+		set             map[string]struct{} // its keys, once it has many
 	}
 	var stack []frame
+	var keys []string
+	const small = 16
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
 		case '"':
-			end := i + 1
-			for end < len(raw) && raw[end] != '"' {
-				if raw[end] == '\\' {
-					end++
-				}
-				end++
-			}
+			end, esc := skipString(raw, i)
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
 				top := &stack[n-1]
 				top.wantKey = false
-				key := string(raw[i+1 : min(end, len(raw))])
-				if bytes.IndexByte(raw[i:min(end+1, len(raw))], '\\') >= 0 {
-					_ = json.Unmarshal(raw[i:min(end+1, len(raw))], &key)
+				key := jsonString(raw[i:end], esc)
+				dup := false
+				if top.set != nil {
+					_, dup = top.set[key]
+					top.set[key] = struct{}{}
+				} else {
+					for _, k := range keys[top.from:] {
+						if k == key {
+							dup = true
+							break
+						}
+					}
+					keys = append(keys, key)
+					if len(keys)-top.from > small {
+						top.set = make(map[string]struct{}, 2*small)
+						for _, k := range keys[top.from:] {
+							top.set[k] = struct{}{}
+						}
+						keys = keys[:top.from]
+					}
 				}
-				if top.keys == nil {
-					top.keys = make(map[string]struct{})
-				}
-				if _, dup := top.keys[key]; dup {
+				if dup {
 					return fmt.Errorf("cannot parse JSON: key %q given twice in one object", key)
 				}
-				top.keys[key] = struct{}{}
 			}
-			i = end
+			i = end - 1
 		case '{':
-			stack = append(stack, frame{object: true, wantKey: true})
+			stack = append(stack, frame{object: true, wantKey: true, from: len(keys)})
 		case '[':
-			stack = append(stack, frame{})
+			stack = append(stack, frame{from: len(keys)})
 		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].from]
+				stack = stack[:n-1]
 			}
 		case ',':
 			if n := len(stack); n > 0 && stack[n-1].object {
@@ -214,8 +314,8 @@ func (p *parser) list(key string, raw json.RawMessage) ([]json.RawMessage, bool)
 	if isNull(raw) {
 		return nil, true
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	elems, err := scanElements(raw)
+	if err != nil {
 		top := ruleErrs{file: p.file, index: -1}
 		top.add(key, "must be a list of rules, got %s", jsonKind(raw))
 		top.done(&p.errs, "")
@@ -224,19 +324,27 @@ func (p *parser) list(key string, raw json.RawMessage) ([]json.RawMessage, bool)
 	return elems, true
 }
 
-// load reads path, refusing files larger than MaxFileSize.
+// load reads path, refusing files larger than MaxFileSize. The buffer is sized from the file's
+// size, so a large file is read with one allocation.
 func load(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	size := int64(512)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if fi.Size() > MaxFileSize {
+			return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
+		}
+		size = fi.Size() + 1 // the extra byte sees EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
 		return nil, err
 	}
-	if len(data) > MaxFileSize {
+	if buf.Len() > MaxFileSize {
 		return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }

@@ -248,7 +248,6 @@ func TestParseValidFixtures(t *testing.T) {
 			ParamFlow: []hotparam.Rule{
 				{Resource: "POST:/order", Param: "item_id", Count: 7, Duration: time.Second, Cluster: true},
 			},
-			Warnings: []string{objectFile + `: param_flow[0] (resource "POST:/order"): clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule`},
 		}},
 	}
 	for _, tt := range tests {

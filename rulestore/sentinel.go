@@ -3,6 +3,7 @@ package rulestore
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,8 @@ type sentinelItemDoc struct {
 	Count     int64  `json:"count"`
 }
 
-// sentinelClusterDoc is a param-flow rule's clusterConfig. Its fields are accepted and not used:
-// a cluster rule's count is shared by all replicas, and its fallback is the store's.
+// sentinelClusterDoc is a param-flow rule's clusterConfig (see clusterConfigNotes); flowId,
+// sampleCount and windowIntervalMs are accepted and not used.
 type sentinelClusterDoc struct {
 	FlowID                  int64 `json:"flowId"`
 	ThresholdType           int   `json:"thresholdType"`
@@ -62,14 +63,16 @@ type sentinelAuthorityDoc struct {
 
 // sentinelList reads a top-level list of Sentinel rules of any shape (see classify).
 func (p *parser) sentinelList(js []byte) {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(js, &elems); err != nil {
+	elems, err := scanElements(js)
+	if err != nil {
 		top := ruleErrs{file: p.file, index: -1}
 		top.add("", "cannot parse: %v", err)
 		top.done(&p.errs, "")
 		return
 	}
 	p.apiDefinitions(elems)
+	p.rules.ParamFlow = slices.Grow(p.rules.ParamFlow, len(elems))
+	p.paramPos = slices.Grow(p.paramPos, len(elems))
 	for i, e := range elems {
 		ms, err := members(e)
 		if err != nil {
@@ -220,7 +223,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "strategy"):
-	case !given["strategy"]:
+	case !given.has("strategy"):
 		r.add("strategy", "required: 0 (white list) or 1 (black list)")
 	case d.Strategy == 0:
 		rule.Strategy = authority.White
@@ -267,14 +270,14 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "paramIdx"):
-	case !given["paramIdx"]:
+	case !given.has("paramIdx"):
 		r.add("paramIdx", "required")
 	default:
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
 	switch {
 	case fieldFailed(r, "count"):
-	case !given["count"]:
+	case !given.has("count"):
 		r.add("count", "required")
 	default:
 		n, ok := wholeNumber(d.Count)
@@ -284,7 +287,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		rule.Count = n
 	}
 	switch {
-	case !given["grade"] || d.Grade == 1:
+	case !given.has("grade") || d.Grade == 1:
 		rule.Grade = hotparam.QPS
 	case d.Grade == 0:
 		rule.Grade = hotparam.Concurrency
@@ -299,7 +302,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	default:
 		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle; warm-up is not supported)", d.ControlBehavior)
 	}
-	if given["durationInSec"] {
+	if given.has("durationInSec") {
 		if d.DurationInSec < 1 {
 			r.add("durationInSec", "must be at least 1, got %d", d.DurationInSec)
 		} else if d.DurationInSec > int64(1<<63-1)/int64(time.Second) {
@@ -316,15 +319,15 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	rule.Items = p.items(r, "paramFlowItemList", d.ParamFlowItemList, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it sentinelItemDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
-		if g == nil {
+		if !g.ok() {
 			return "", 0, false
 		}
 		object, ok := p.text(r, prefix+"object", it.Object)
-		ok = ok && g["object"] && g["count"]
-		if !g["object"] && !fieldFailed(r, prefix+"object") {
+		ok = ok && g.has("object") && g.has("count")
+		if !g.has("object") && !fieldFailed(r, prefix+"object") {
 			r.add(prefix+"object", "required")
 		}
-		if !g["count"] && !fieldFailed(r, prefix+"count") {
+		if !g.has("count") && !fieldFailed(r, prefix+"count") {
 			r.add(prefix+"count", "required")
 		}
 		if ok {
@@ -333,15 +336,16 @@ func (p *parser) sentinelParam(i int, ms []member) {
 				ok = false
 			}
 		}
-		if given := g["classType"]; given && !knownClass(it.ClassType) {
+		if given := g.has("classType"); given && !knownClass(it.ClassType) {
 			r.add(prefix+"classType", "unknown type %q (a Java primitive or boxed type, or String)", it.ClassType)
 			ok = false
 		}
 		return object, it.Count, ok
 	})
-	if given["clusterConfig"] {
-		var c sentinelClusterDoc
-		decodeStrict(d.ClusterConfig, &c, "clusterConfig.", r.add)
+	var cc sentinelClusterDoc
+	var ccGiven fieldSet
+	if given.has("clusterConfig") {
+		ccGiven = decodeStrict(d.ClusterConfig, &cc, "clusterConfig.", r.add)
 	}
 	p.checkParamFlow(r, &rule, ruleFields{
 		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
@@ -351,11 +355,30 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		switch {
 		case d.ClusterMode && !p.opts.ClusterEnabled:
 			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
-		case given["clusterConfig"]:
-			p.warn(sectionParamFlow, i, rule.Resource, "clusterConfig is ignored: a cluster rule's count is shared by all replicas, and what it does while the store fails (fallbackToLocalWhenFail) is store.redis.fallback (local, allow or deny) for every cluster rule")
+		case rule.Cluster && ccGiven.ok():
+			p.clusterConfigNotes(i, rule.Resource, cc, ccGiven)
 		}
 	}
 	p.addParamFlow(r, i, rule)
+}
+
+// clusterConfigNotes warns where a cluster rule's clusterConfig asks for what the service does
+// otherwise. A cluster rule's count is shared by all replicas (Sentinel's thresholdType 1,
+// global); thresholdType 0 (the average per client, Sentinel's default) is read that way too.
+// What the rule does while the store fails is store.redis.fallback, for every cluster rule:
+// fallbackToLocalWhenFail true (Sentinel's default) is "local", false is "allow" (Sentinel then
+// lets requests through).
+func (p *parser) clusterConfigNotes(i int, resource string, cc sentinelClusterDoc, given fieldSet) {
+	if given.has("thresholdType") && cc.ThresholdType == 0 || !given.has("thresholdType") {
+		p.warn(sectionParamFlow, i, resource, "clusterConfig.thresholdType 0 (a count per client, averaged) is read as a global count shared by all replicas: multiply count by the replicas to keep the total")
+	}
+	want := "local"
+	if given.has("fallbackToLocalWhenFail") && !cc.FallbackToLocalWhenFail {
+		want = "allow"
+	}
+	if have := p.opts.ClusterFallback; have != "" && have != want {
+		p.warn(sectionParamFlow, i, resource, fmt.Sprintf("clusterConfig.fallbackToLocalWhenFail asks for store.redis.fallback: %s while the store fails, but it is %s (it applies to every cluster rule)", want, have))
+	}
 }
 
 // paramName resolves Sentinel's paramIdx through ParseOptions.ParamNames; a negative index counts

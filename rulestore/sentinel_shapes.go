@@ -122,7 +122,7 @@ func (p *parser) goHotspot(i int, ms []member) {
 	}
 	switch mt := strings.ToLower(d.MetricType.text); {
 	case fieldFailed(r, "metricType"):
-	case !given["metricType"] || mt == "1" || mt == "qps":
+	case !given.has("metricType") || mt == "1" || mt == "qps":
 		rule.Grade = hotparam.QPS
 	case mt == "0" || mt == "concurrency":
 		rule.Grade = hotparam.Concurrency
@@ -131,7 +131,7 @@ func (p *parser) goHotspot(i int, ms []member) {
 	}
 	switch cb := strings.ToLower(d.ControlBehavior.text); {
 	case fieldFailed(r, "controlBehavior"):
-	case !given["controlBehavior"] || cb == "0" || cb == "reject":
+	case !given.has("controlBehavior") || cb == "0" || cb == "reject":
 		rule.Behavior = hotparam.Reject
 	case cb == "1" || cb == "throttling":
 		rule.Behavior = hotparam.Throttle
@@ -146,7 +146,7 @@ func (p *parser) goHotspot(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "threshold"):
-	case !given["threshold"]:
+	case !given.has("threshold"):
 		r.add("threshold", "required")
 	default:
 		n, ok := wholeNumber(d.Threshold)
@@ -155,18 +155,18 @@ func (p *parser) goHotspot(i int, ms []member) {
 		}
 		rule.Count = n
 	}
-	if given["durationInSec"] {
+	if given.has("durationInSec") {
 		rule.Duration = p.seconds(r, "durationInSec", d.DurationInSec)
 	}
 	rule.MaxQueueingTime = p.millis(r, "maxQueueingTimeMs", d.MaxQueueingTimeMs)
-	if given["paramsMaxCapacity"] {
+	if given.has("paramsMaxCapacity") {
 		if d.ParamsMaxCapacity < 1 || d.ParamsMaxCapacity > 1<<31-1 {
 			r.add("paramsMaxCapacity", "must be from 1 to %d, got %d", 1<<31-1, d.ParamsMaxCapacity)
 		} else {
 			rule.Capacity = int(d.ParamsMaxCapacity)
 		}
 	}
-	if given["specificItems"] {
+	if given.has("specificItems") {
 		rule.Items = p.goSpecificItems(r, d.SpecificItems)
 	}
 	p.checkParamFlow(r, &rule, ruleFields{
@@ -205,24 +205,24 @@ func (p *parser) goSpecificItems(r *ruleErrs, raw json.RawMessage) map[string]in
 		}
 		return items
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
+	list, err := scanElements(raw)
+	if err != nil {
 		r.add("specificItems", "must be a mapping of value to threshold or a list of {valKind, valStr, threshold}, got %s", jsonKind(raw))
 		return nil
 	}
 	return p.items(r, "specificItems", list, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it goSpecificValue
 		g := decodeStrict(raw, &it, prefix, r.add)
-		if g == nil {
+		if !g.ok() {
 			return "", 0, false
 		}
 		for _, f := range []string{"valStr", "threshold"} {
-			if !g[f] && !fieldFailed(r, prefix+f) {
+			if !g.has(f) && !fieldFailed(r, prefix+f) {
 				r.add(prefix+f, "required")
 			}
 		}
 		value := it.ValStr.text
-		if !g["valStr"] || !g["threshold"] {
+		if !g.has("valStr") || !g.has("threshold") {
 			return "", 0, false
 		}
 		if value == "" {
@@ -367,7 +367,7 @@ func (p *parser) apiDefinition(i int, ms []member) {
 		prefix := fmt.Sprintf("predicateItems[%d].", j)
 		var it apiPredicateDoc
 		g := decodeStrict(raw, &it, prefix, r.add)
-		if g == nil {
+		if !g.ok() {
 			continue
 		}
 		if it.Pattern == "" && !fieldFailed(r, prefix+"pattern") {
@@ -430,7 +430,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 		r.add("resourceMode", "unknown mode %d (0 = route id, 1 = custom API)", d.ResourceMode)
 	}
 	switch {
-	case !given["grade"] || d.Grade == 1:
+	case !given.has("grade") || d.Grade == 1:
 		rule.Grade = hotparam.QPS
 	case d.Grade == 0:
 		rule.Grade = hotparam.Concurrency
@@ -439,7 +439,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 	}
 	switch {
 	case fieldFailed(r, "count"):
-	case !given["count"]:
+	case !given.has("count"):
 		r.add("count", "required")
 	default:
 		n, ok := wholeNumber(d.Count)
@@ -454,7 +454,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 	case 2:
 		rule.Behavior = hotparam.Throttle
 		rule.MaxQueueingTime = 500 * time.Millisecond
-		if given["maxQueueingTimeoutMs"] {
+		if given.has("maxQueueingTimeoutMs") {
 			rule.MaxQueueingTime = p.millis(r, "maxQueueingTimeoutMs", d.MaxQueueingTimeoutMs)
 		}
 	default:
@@ -464,7 +464,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 		rule.MaxQueueingTime = 0
 	}
 	switch {
-	case given["interval"]:
+	case given.has("interval"):
 		unit := map[int]int64{0: 1, 1: 60, 2: 3600, 3: 86400}
 		mul, ok := unit[d.IntervalUnit]
 		if !ok {
@@ -474,10 +474,10 @@ func (p *parser) gatewayRule(i int, ms []member) {
 		} else {
 			rule.Duration = p.seconds(r, "interval", d.Interval*mul)
 		}
-	case given["intervalSec"]:
+	case given.has("intervalSec"):
 		rule.Duration = p.seconds(r, "intervalSec", d.IntervalSec)
 	}
-	if given["paramItem"] {
+	if given.has("paramItem") {
 		p.gatewayItem(r, &rule, d.ParamItem)
 	} else {
 		rule.Param = GatewayRouteParam
@@ -494,7 +494,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessage) {
 	var it gatewayItemDoc
 	g := decodeStrict(raw, &it, "paramItem.", r.add)
-	if g == nil {
+	if !g.ok() {
 		return
 	}
 	name := strings.ToLower(it.FieldName)

@@ -20,7 +20,7 @@ func TestImportedShapesRoundTrip(t *testing.T) {
 		imported, native string
 		warnings         []string // substrings, one per expected warning beyond the native file's
 	}{
-		{"dashboard.json", "dashboard.native.yaml", []string{"clusterConfig is ignored", "dashboard metadata"}},
+		{"dashboard.json", "dashboard.native.yaml", []string{"dashboard metadata"}},
 		{"golang.json", "golang.native.yaml", nil},
 		{"golang.yaml", "golang.native.yaml", nil},
 		{"gateway.json", "gateway.native.yaml", []string{`custom API "search_api" (path prefix "/search/", path "/find")`, "dashboard metadata",
@@ -136,5 +136,50 @@ func TestMatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSentinelClusterConfig: a cluster rule's clusterConfig is checked against what the service
+// does: a count per client, or a fallback other than store.redis.fallback, gets a warning.
+func TestSentinelClusterConfig(t *testing.T) {
+	rule := func(cc string) string {
+		return `[{"resource": "r", "paramIdx": 0, "count": 5, "clusterMode": true, "clusterConfig": ` + cc + `}]`
+	}
+	tests := []struct {
+		cc, fallback string
+		want         []string
+	}{
+		{`{"flowId": 1, "thresholdType": 1, "fallbackToLocalWhenFail": true}`, "local", nil},
+		{`{"flowId": 1, "thresholdType": 1, "fallbackToLocalWhenFail": false}`, "allow", nil},
+		{`{"flowId": 1, "thresholdType": 0, "fallbackToLocalWhenFail": true}`, "local", []string{"thresholdType 0"}},
+		{`{"flowId": 1}`, "local", []string{"thresholdType 0"}},
+		{`{"thresholdType": 1, "fallbackToLocalWhenFail": false}`, "local", []string{"asks for store.redis.fallback: allow while the store fails, but it is local"}},
+		{`{"thresholdType": 1}`, "deny", []string{"asks for store.redis.fallback: local"}},
+		{`{"thresholdType": 1, "fallbackToLocalWhenFail": true}`, "", nil},
+		{`{"thresholdType": 1, "sampleCnt": 10}`, "", []string{"error"}},
+	}
+	for _, tc := range tests {
+		rules, err := Parse("r.json", []byte(rule(tc.cc)), ParseOptions{ParamNames: []string{"p"}, ClusterEnabled: true, ClusterFallback: tc.fallback})
+		if len(tc.want) == 1 && tc.want[0] == "error" {
+			if err == nil || !strings.Contains(err.Error(), `did you mean "sampleCount"`) {
+				t.Errorf("%s: Parse = %v, want an unknown field with did-you-mean", tc.cc, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.cc, err)
+		}
+		if !rules.ParamFlow[0].Cluster {
+			t.Errorf("%s: not a cluster rule", tc.cc)
+		}
+		if len(rules.Warnings) != len(tc.want) {
+			t.Errorf("%s with fallback %q: warnings %q, want %d", tc.cc, tc.fallback, rules.Warnings, len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(rules.Warnings[i], w) {
+				t.Errorf("%s: warning %q, want it to contain %q", tc.cc, rules.Warnings[i], w)
+			}
+		}
 	}
 }

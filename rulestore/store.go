@@ -1,3 +1,5 @@
+// Package rulestore loads rule files (YAML, JSON, or Sentinel's JSON), validates them whole,
+// compiles them, swaps them in atomically, and reloads them when the file changes.
 package rulestore
 
 import (
@@ -8,7 +10,60 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
 )
+
+// Set is one compiled, immutable generation of rules.
+type Set struct {
+	Version   uint64
+	LoadedAt  time.Time
+	File      string
+	Rules     Rules
+	Authority *authority.List
+	ParamFlow *hotparam.Limiter
+}
+
+// LoadError is the last load that was rejected.
+type LoadError struct {
+	Time    time.Time
+	Message string
+}
+
+// Event reports one load, applied or rejected.
+type Event struct {
+	File    string
+	Version uint64 // the version in force after the load
+	Applied bool
+	// Restored: the file is back to the content in force after a rejected load; nothing was
+	// recompiled and Version is unchanged. Applied is set too.
+	Restored bool
+	Err      error
+	Rules    int // rules in force after the load
+	// Warnings are the applied rules' warnings (Rules.Warnings); nil when not Applied.
+	Warnings []string
+}
+
+// Options configure a Store.
+type Options struct {
+	File string // rules file; "" means no rules, or rules given to LoadDocuments
+	// Source names the origin of the rules given to LoadDocuments when there is no File (e.g.
+	// "etcd:/extauthz/rules"); events and sets carry it as their File.
+	Source   string
+	Optional bool // a missing File means an empty rule set, not an error
+	Parse    ParseOptions
+	Limiter  hotparam.Options
+	OnLoad   func(Event)      // called after every load attempt; may be nil
+	Now      func() time.Time // the clock for LoadedAt; nil means time.Now
+	// Debounce is how long Run waits after the last change event of a burst before it
+	// reloads; 0 means DefaultDebounce.
+	Debounce time.Duration
+	// Poll is how often Run also looks at the file's size, modification time and identity, and
+	// watches its directory again, in case change events were missed (a directory deleted and
+	// made again, a file system without inotify); 0 means DefaultPoll.
+	Poll time.Duration
+}
 
 // Store holds the rules in force. It is safe for concurrent use.
 //

@@ -316,3 +316,65 @@ func TestStoreReadersSeeWholeSets(t *testing.T) {
 		t.Errorf("version %d after 49 reloads, want 50", got)
 	}
 }
+
+// TestReload50kKeepsState: a reload of a 50,000-rule file whose thresholds changed keeps the
+// state of a tracked value (its bucket stays spent).
+func TestReload50kKeepsState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50,000 rules; skipped under -short")
+	}
+	// JSON, as generated rule sets of this size are: the race detector makes YAML slow.
+	path := filepath.Join(t.TempDir(), "rules.json")
+	if err := os.WriteFile(path, rulesJSON(t, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := []hotparam.Entry{{Resource: "GET:/r49999", Params: []hotparam.Param{{Name: "user", Values: []string{"u1"}}}}}
+	check := func() bool {
+		return s.Current().ParamFlow.Check(context.Background(), t0, entry, hotparam.CheckOptions{}, nil).Allowed
+	}
+	admitted := 0
+	for check() {
+		admitted++
+		if admitted > 100 {
+			t.Fatal("the bucket never ran out")
+		}
+	}
+	if admitted != 12 { // count 10 + burst 2
+		t.Fatalf("%d admitted before the reload, want 12", admitted)
+	}
+	if err := os.WriteFile(path, rulesJSON(t, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Current().Version != 2 || s.Current().Rules.ParamFlow[49999].Count != 11 {
+		t.Fatalf("reload not applied: version %d", s.Current().Version)
+	}
+	if check() {
+		t.Error("a value's spent bucket was refilled by the reload")
+	}
+}
+
+// rulesJSON is rulesN(50000, bump) in JSON.
+func rulesJSON(t *testing.T, bump int) []byte {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"param_flow": [`)
+	for i := range 50000 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"resource": "GET:/r%d", "param": "user", "count": %d, "duration": "1s", "burst": 2`, i, 10+bump)
+		if i%10 == 0 {
+			b.WriteString(`, "items": [{"value": "vip", "count": 100}]`)
+		}
+		b.WriteString("}")
+	}
+	b.WriteString("]}\n")
+	return []byte(b.String())
+}

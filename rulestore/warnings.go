@@ -16,8 +16,8 @@ import (
 //     origin (white lists deny it, black lists let it through);
 //   - concurrency and refund rules: they act only on rate-limit calls that carry the lease key
 //     (ratelimit.lease_key), on the acquire and on the release;
-//   - a param no authz.params source produces: Check calls never carry it, only rate-limit
-//     descriptors with that key;
+//   - params no authz.params source produces (one warning for all): Check calls never carry
+//     them, only rate-limit descriptors with those keys;
 //   - white and black rules on one resource.
 func (p *parser) configWarnings() {
 	rules := &p.rules
@@ -39,6 +39,7 @@ func (p *parser) configWarnings() {
 			p.warn("", -1, "", fmt.Sprintf("concurrency and refund rules (%s) act only on rate-limit calls that carry the lease key %q (ratelimit.lease_key) on the acquire and on the release: make Envoy's rate-limit actions send the request's x-request-id under it, or these rules release nothing", strings.Join(leased, ", "), key))
 		}
 		seen := map[string]bool{}
+		var unmapped []string
 		for i, r := range rules.ParamFlow {
 			if _, ok := m.Authz.Params[r.Param]; ok || seen[r.Param] {
 				continue
@@ -47,7 +48,10 @@ func (p *parser) configWarnings() {
 			if _, hinted := p.sources[r.Param]; hinted {
 				continue // sourceNotes says what to add
 			}
-			p.warn(sectionParamFlow, at(p.paramPos, i), r.Resource, fmt.Sprintf("param %q: no authz.params source produces it, so Check calls never carry it; only rate-limit descriptors with the key %q do", r.Param, r.Param))
+			unmapped = append(unmapped, fmt.Sprintf("%q (%s[%d])", r.Param, sectionParamFlow, at(p.paramPos, i)))
+		}
+		if len(unmapped) > 0 {
+			p.warn("", -1, "", fmt.Sprintf("no authz.params source produces the params %s: Check calls never carry them, only rate-limit descriptors with these keys do", strings.Join(unmapped, ", ")))
 		}
 		for n := range p.sources {
 			if _, ok := m.Authz.Params[n]; ok {

@@ -24,7 +24,7 @@ func TestConfigWarnings(t *testing.T) {
 		{"no mapping known", nil, "authority: [{resource: a, strategy: white, origins: [x]}]\nparam_flow: [{resource: a, param: other, count: 1}]", nil},
 		{"authority without an origin source", noOrigin, "authority: [{resource: a, strategy: white, origins: [x]}]", []string{"no origin source is configured (authz.origin)"}},
 		{"unmapped param", mapped, "param_flow: [{resource: a, param: user, count: 1}, {resource: b, param: item, count: 1}, {resource: c, param: item, count: 2}]",
-			[]string{`param_flow[1] (resource "b"): param "item": no authz.params source produces it`}},
+			[]string{`no authz.params source produces the params "item" (param_flow[1]): Check calls never carry them`}},
 		{"concurrency and refund need the lease key", mapped, "param_flow: [{resource: a, param: user, grade: concurrency, count: 1}, {resource: b, param: user, count: 1, refund: true}]",
 			[]string{ConcurrencyWarning, `concurrency and refund rules (param_flow[0], param_flow[1]) act only on rate-limit calls that carry the lease key "lease_id"`}},
 		{"white and black on one resource", nil, "authority: [{resource: a, strategy: white, origins: [x]}, {resource: a, strategy: black, origins: [z]}, {resource: b, strategy: black, origins: [z]}]",

@@ -104,6 +104,12 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 }
 
+// DefaultDebounce is the Debounce used when Options leaves it zero.
+const DefaultDebounce = 100 * time.Millisecond
+
+// DefaultPoll is the Poll used when Options leaves it zero.
+const DefaultPoll = 10 * time.Second
+
 // stamp is what a poll compares of the file: whether it exists, and its identity, size and
 // modification time.
 type stamp struct {

@@ -107,9 +107,10 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		File:     cfg.RulesFile,
 		Optional: cfg.RulesOptional,
 		Parse: rulestore.ParseOptions{
-			ParamNames:     cfg.ParamNames,
-			ClusterEnabled: rem != nil,
-			Mapping:        &cfg.Mapping,
+			ParamNames:      cfg.ParamNames,
+			ClusterEnabled:  rem != nil,
+			ClusterFallback: cfg.Store.Redis.Fallback,
+			Mapping:         &cfg.Mapping,
 		},
 		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
 		OnLoad:  s.onLoad,

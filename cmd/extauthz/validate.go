@@ -31,7 +31,8 @@ func validate(fs *pflag.FlagSet, files []string, getenv func(string) string, std
 		problems += len(ce)
 	}
 
-	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(), Mapping: &cfg.Mapping}
+	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(),
+		ClusterFallback: cfg.Store.Redis.Fallback, Mapping: &cfg.Mapping}
 	for _, file := range files {
 		lines, n := rulestore.Report(file, opts)
 		for _, l := range lines {

@@ -89,7 +89,7 @@ func TestValidateSentinelParamNames(t *testing.T) {
 	}
 	// A warning that Check calls never carry item_id (mapping.yaml maps no params), one line per
 	// rule saying what it maps to, then the summary.
-	want := `warning: testdata/sentinel.json: param_flow[0] (resource "POST:/order"): param "item_id": no authz.params source produces it, so Check calls never carry it; only rate-limit descriptors with the key "item_id" do` + "\n" +
+	want := `warning: testdata/sentinel.json: no authz.params source produces the params "item_id" (param_flow[0]): Check calls never carry them, only rate-limit descriptors with these keys do` + "\n" +
 		`testdata/sentinel.json: param_flow[0] -> param_flow: {resource: "POST:/order", param: "item_id", count: 5, duration: 1s, items: [{value: "4343433", count: 1000}]}` + "\n" +
 		"testdata/sentinel.json: ok: 0 authority rules, 1 param_flow rules\n"
 	if out != want {

@@ -5,9 +5,12 @@ package etcdtest
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -27,6 +30,8 @@ type Server struct {
 	client   int // client port
 	peer     int // peer port
 	Endpoint string
+	tls      *TLS         // nil for plain HTTP
+	health   *http.Client // the health check's client; nil for http.DefaultClient
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -34,8 +39,22 @@ type Server struct {
 	log    *bytes.Buffer
 }
 
+// TLS is what a server that serves its clients TLS uses: its certificate and key, and the CA
+// whose client certificates it requires. ClientCert and ClientKey are a client's, for the
+// health check. All are PEM files.
+type TLS struct {
+	CertFile, KeyFile, ClientCAFile string
+	ClientCert, ClientKey           string
+}
+
 // Start starts an etcd with its data in a temporary directory and stops it when t ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+// StartTLS is Start for an etcd that serves its clients TLS only and requires their
+// certificates; Endpoint is https.
+func StartTLS(t testing.TB, files TLS) *Server { return start(t, &files) }
+
+func start(t testing.TB, files *TLS) *Server {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs etcd; skipped under -short")
@@ -44,8 +63,23 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		bin = Binary
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
-	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", s.client)
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), client: freePort(t), peer: freePort(t), tls: files}
+	scheme := "http"
+	if files != nil {
+		scheme = "https"
+		ca, err := os.ReadFile(files.ClientCAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.LoadX509KeyPair(files.ClientCert, files.ClientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca)
+		s.health = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	}
+	s.Endpoint = fmt.Sprintf("%s://127.0.0.1:%d", scheme, s.client)
 	s.Restart()
 	t.Cleanup(func() {
 		s.Stop()
@@ -68,16 +102,21 @@ func (s *Server) Restart() {
 		return
 	}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", s.peer)
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--name", "test",
 		"--data-dir", s.dir,
 		"--listen-client-urls", s.Endpoint,
 		"--advertise-client-urls", s.Endpoint,
 		"--listen-peer-urls", peer,
 		"--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "test="+peer,
+		"--initial-cluster", "test=" + peer,
 		"--initial-cluster-state", "new",
-	)
+	}
+	if s.tls != nil {
+		args = append(args, "--cert-file", s.tls.CertFile, "--key-file", s.tls.KeyFile,
+			"--client-cert-auth", "--trusted-ca-file", s.tls.ClientCAFile)
+	}
+	cmd := exec.Command(s.bin, args...)
 	if s.log == nil {
 		s.log = &bytes.Buffer{}
 	}
@@ -93,7 +132,11 @@ func (s *Server) Restart() {
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(s.Endpoint + "/health")
+		hc := s.health
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		resp, err := hc.Get(s.Endpoint + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
