@@ -91,7 +91,8 @@ func (rs *ruleState) limitOf(v string, fallback bool) *limit {
 }
 
 // compile checks and precomputes rule i. It does not give it a store.
-func compile(i int, r Rule, replicas int, nth int) (*ruleState, error) {
+func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
+	replicas := opts.Replicas
 	rs := &ruleState{rule: r, index: i, ident: identityOf(&r), nth: nth}
 	wrap := func(err error) error {
 		return fmt.Errorf("hotparam: rule %d (resource %q, param %q): %w", i, r.Resource, r.Param, err)
@@ -147,7 +148,10 @@ func compile(i int, r Rule, replicas int, nth int) (*ruleState, error) {
 	}
 	rs.maxQ = int64(r.MaxQueueingTime)
 	rs.window = int64(time.Second)
-	if rs.kind != kindConcurrency {
+	switch {
+	case opts.TopWindow > 0:
+		rs.window = max(int64(opts.TopWindow), rs.window)
+	case rs.kind != kindConcurrency:
 		rs.window = max(int64(r.Duration), rs.window)
 	}
 	rs.id = strconv.Quote(r.Resource) + "|" + strconv.Quote(r.Param) + "|" +
@@ -185,7 +189,8 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 			kept[key{rs.ident, rs.nth}] = rs
 		}
 	}
-	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1)
+	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1) &&
+		old.opts.TopWindow == opts.TopWindow
 	seen := make(map[identity]int, len(rules))
 	l.compiled = make([]*ruleState, len(rules))
 	fresh := make([]bool, len(rules)) // compiled now, not shared
@@ -202,7 +207,7 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 			}
 			l.compiled[i] = prev
 		} else {
-			rs, err := compile(i, *r, opts.Replicas, nth)
+			rs, err := compile(i, *r, &opts, nth)
 			if err != nil {
 				return nil, err
 			}

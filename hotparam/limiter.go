@@ -90,6 +90,11 @@ type Options struct {
 	// OnFallback, when not nil, is called once per Check whose cluster rules fell back because
 	// the Remote failed, with that error. It must be cheap and safe for concurrent use.
 	OnFallback func(err error)
+	// TopWindow is the window of the counts Top reports (a value's passed and blocked requests
+	// in the current window and the one before) and of Sweep's idleness (a value asked in
+	// neither is forgotten when back at its default state). 0 means each rule's Duration; at
+	// least a second either way.
+	TopWindow time.Duration
 }
 
 // RuleStats are counters of one rule.

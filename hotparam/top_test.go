@@ -62,3 +62,32 @@ func TestTopRemainingOfThrottle(t *testing.T) {
 		t.Fatalf("throttle top %+v, want 8 remaining", got)
 	}
 }
+
+func TestTopWindowOption(t *testing.T) {
+	// A 1s rule counted over 10s windows: counts from 9s ago still show, and go only after the
+	// window before the current one has passed too.
+	l, err := New([]Rule{qps(100, time.Second)}, Options{TopWindow: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Windows are aligned on Unix time: start at one.
+	base := t0.Truncate(10 * time.Second).Add(10 * time.Second)
+	w := func(d time.Duration) time.Time { return base.Add(d) }
+	check(l, w(0), one("a", 1))
+	check(l, w(9*time.Second), one("a", 1))
+	if got := l.Top(w(9*time.Second), 1)[0].ByPassed; len(got) != 1 || got[0].Passed != 2 {
+		t.Fatalf("within a 10s window: %+v, want a with 2 passed", got)
+	}
+	if got := l.Top(w(19*time.Second), 1)[0].ByPassed; len(got) != 1 || got[0].Passed != 2 {
+		t.Fatalf("in the next window: %+v, want the previous window's 2 passed", got)
+	}
+	if got := l.Top(w(30*time.Second), 1)[0].ByPassed; len(got) != 0 {
+		t.Fatalf("two windows later: %+v, want nothing", got)
+	}
+	// Without the option the rule's own 1s window applies: 9s later the first count is gone.
+	d := mustNew(t, qps(100, time.Second))
+	check(d, w(0), one("a", 1))
+	if got := d.Top(w(9*time.Second), 1)[0].ByPassed; len(got) != 0 {
+		t.Fatalf("default window: %+v, want nothing after 9s", got)
+	}
+}

@@ -112,7 +112,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 			ClusterFallback: cfg.Store.Redis.Fallback,
 			Mapping:         &cfg.Mapping,
 		},
-		Limiter: limiterOptions(cfg.Store.Redis, rem, s.metrics),
+		Limiter: limiterOptions(cfg.Store.Redis, cfg.Admin.HotWindow, rem, s.metrics),
 		OnLoad:  s.onLoad,
 	}
 	rulesSource(cfg, &storeOpts)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
@@ -29,10 +30,10 @@ func runRemote(ctx context.Context, rem *redisstore.Store) error {
 	return rem.Run(ctx)
 }
 
-// limiterOptions are the hot-param options: the shared store, its fallback policy, and the
-// fallbacks counted into m under the policy's name.
-func limiterOptions(cfg config.RedisConfig, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
-	opts := hotparam.Options{Replicas: cfg.Replicas}
+// limiterOptions are the hot-param options: the shared store, its fallback policy, the
+// fallbacks counted into m under the policy's name, and the window of /hot's counts.
+func limiterOptions(cfg config.RedisConfig, hotWindow time.Duration, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
+	opts := hotparam.Options{Replicas: cfg.Replicas, TopWindow: hotWindow}
 	policy := cfg.Fallback
 	switch policy {
 	case "allow":

@@ -30,7 +30,7 @@ func TestFallbacksCounted(t *testing.T) {
 	defer rem.Close()
 	for _, policy := range []string{"local", "allow", "deny"} {
 		m := metrics.New(metrics.Options{NoRuntime: true})
-		opts := limiterOptions(config.RedisConfig{Fallback: policy}, rem, m)
+		opts := limiterOptions(config.RedisConfig{Fallback: policy}, 0, rem, m)
 		if opts.OnFallback == nil || opts.Remote == nil {
 			t.Fatalf("%s: options without a remote or a fallback hook: %+v", policy, opts)
 		}

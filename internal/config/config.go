@@ -90,6 +90,10 @@ type AdminConfig struct {
 	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or an
 	// execution trace costs the service while it runs, and the admin listener has no auth.
 	PProf bool `json:"pprof"`
+	// HotWindow is the window of /hot's and the console's counts: a value's passed and blocked
+	// requests in the current window and the one before. 0 means each rule's own duration (a
+	// second for concurrency rules); at least a second either way.
+	HotWindow time.Duration `json:"hot_window"`
 }
 
 // LogConfig configures logging.
@@ -197,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	checkAddr("grpc_addr", c.GRPCAddr)
 	checkAddr("admin_addr", c.AdminAddr)
+	if c.Admin.HotWindow < 0 {
+		add("admin.hot_window", "must not be negative, not %s", c.Admin.HotWindow)
+	}
 
 	oneOf := func(field, value string, allowed ...string) {
 		for _, a := range allowed {

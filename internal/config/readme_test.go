@@ -34,6 +34,9 @@ func formatDefault(v reflect.Value) string {
 }
 
 func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
 	for _, u := range []struct {
 		unit time.Duration
 		name string
