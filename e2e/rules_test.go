@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -195,7 +196,18 @@ func TestSentinelGatewayRule(t *testing.T) {
 	}
 	s := startServiceWith(t, config, rules)
 	allowed := func(user string) bool {
-		return checkCode(t, s.check(t, req("GET", "/items?item_id=1", "192.0.2.9", "x-origin", "web", "x-user-id", user))) == 200
+		// The shipped envoy.yaml's allowed_headers do not let x-user-id through (its mapping
+		// does not read it); a deployment using this rule adds it there. Here it is added to the
+		// CheckRequest Envoy derived.
+		cr := checkRequest(t, req("GET", "/items?item_id=1", "192.0.2.9", "x-origin", "web"))
+		cr.GetAttributes().GetRequest().GetHttp().GetHeaders()["x-user-id"] = user
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := s.authz.Check(ctx, cr)
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		return checkCode(t, resp) == 200
 	}
 	for i := range 2 {
 		if !allowed("vip-7") {
