@@ -168,6 +168,7 @@ type AuthorityRule struct {
 	Strategy      string   `json:"strategy"`
 	Origins       []string `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
+	Shadow        bool     `json:"shadow"` // evaluated and counted, never blocks
 }
 
 // ParamRule is a hot-param rule as the rules file spells it.
@@ -223,24 +224,23 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError, redact func(param,
 }
 
 func authorityView(r authority.Rule) AuthorityRule {
+	// The default for a request without an origin: deny for a white list, allow for a black one.
+	missing := r.MissingOrigin
+	if missing == authority.MissingDefault {
+		missing = authority.MissingDeny
+		if r.Strategy == authority.Black {
+			missing = authority.MissingAllow
+		}
+	}
 	v := AuthorityRule{
 		Resource:      r.Resource,
-		Strategy:      "white",
+		Strategy:      r.Strategy.String(),
 		Origins:       r.Origins,
-		MissingOrigin: "deny",
+		MissingOrigin: missing.String(),
+		Shadow:        r.Shadow,
 	}
 	if v.Origins == nil {
 		v.Origins = []string{}
-	}
-	if r.Strategy == authority.Black {
-		v.Strategy = "black"
-		v.MissingOrigin = "allow"
-	}
-	switch r.MissingOrigin {
-	case authority.MissingDeny:
-		v.MissingOrigin = "deny"
-	case authority.MissingAllow:
-		v.MissingOrigin = "allow"
 	}
 	return v
 }
@@ -256,17 +256,15 @@ func paramView(r hotparam.Rule) ParamRule {
 		Cluster:  r.Cluster,
 		Shadow:   r.Shadow,
 	}
+	v.Grade = r.Grade.String()
 	if r.Grade == hotparam.Concurrency {
-		v.Grade = "concurrency"
 		v.Lease = durationString(r.Lease)
 		return v
 	}
-	v.Grade = "qps"
 	v.Duration = durationString(r.Duration)
 	v.Burst = r.Burst
-	v.Behavior = "reject"
+	v.Behavior = r.Behavior.String()
 	if r.Behavior == hotparam.Throttle {
-		v.Behavior = "throttle"
 		v.MaxQueueingTime = r.MaxQueueingTime.String()
 	}
 	return v
