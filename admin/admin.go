@@ -169,6 +169,7 @@ type AuthorityRule struct {
 	Strategy      string   `json:"strategy"`
 	Origins       []string `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
+	Shadow        bool     `json:"shadow"` // evaluated and counted, never blocks
 }
 
 // ParamRule is a hot-param rule as the rules file spells it.
@@ -225,24 +226,23 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError, redact func(param,
 }
 
 func authorityView(r authority.Rule) AuthorityRule {
+	// The default for a request without an origin: deny for a white list, allow for a black one.
+	missing := r.MissingOrigin
+	if missing == authority.MissingDefault {
+		missing = authority.MissingDeny
+		if r.Strategy == authority.Black {
+			missing = authority.MissingAllow
+		}
+	}
 	v := AuthorityRule{
 		Resource:      r.Resource,
-		Strategy:      "white",
+		Strategy:      r.Strategy.String(),
 		Origins:       r.Origins,
-		MissingOrigin: "deny",
+		MissingOrigin: missing.String(),
+		Shadow:        r.Shadow,
 	}
 	if v.Origins == nil {
 		v.Origins = []string{}
-	}
-	if r.Strategy == authority.Black {
-		v.Strategy = "black"
-		v.MissingOrigin = "allow"
-	}
-	switch r.MissingOrigin {
-	case authority.MissingDeny:
-		v.MissingOrigin = "deny"
-	case authority.MissingAllow:
-		v.MissingOrigin = "allow"
 	}
 	return v
 }
@@ -261,18 +261,16 @@ func paramView(r hotparam.Rule) ParamRule {
 	if m, ok := r.Match.(fmt.Stringer); ok {
 		v.Match = m.String()
 	}
+	v.Grade = r.Grade.String()
 	if r.Grade == hotparam.Concurrency {
-		v.Grade = "concurrency"
 		v.Lease = durationString(r.Lease)
 		return v
 	}
-	v.Grade = "qps"
 	v.Lease = durationString(r.Lease) // a refund rule's lease; empty otherwise
 	v.Duration = durationString(r.Duration)
 	v.Burst = r.Burst
-	v.Behavior = "reject"
+	v.Behavior = r.Behavior.String()
 	if r.Behavior == hotparam.Throttle {
-		v.Behavior = "throttle"
 		v.MaxQueueingTime = r.MaxQueueingTime.String()
 	}
 	return v

@@ -79,6 +79,7 @@ func TestRules(t *testing.T) {
 			Authority: []authority.Rule{
 				{Resource: "GET:/hello", Strategy: authority.White, Origins: []string{"serviceA", "10.1.0.0/16"}},
 				{Resource: "GET:/admin", Strategy: authority.Black, Origins: []string{"bad"}, MissingOrigin: authority.MissingDeny},
+				{Resource: "GET:/trial", Strategy: authority.Black, Origins: []string{"bot"}, Shadow: true},
 			},
 			ParamFlow: []hotparam.Rule{
 				{Resource: "POST:/order", Param: "item_id", Grade: hotparam.QPS, Count: 5, Duration: time.Second, Burst: 2,
@@ -112,6 +113,7 @@ func TestRules(t *testing.T) {
 		Authority: []AuthorityRule{
 			{Resource: "GET:/hello", Strategy: "white", Origins: []string{"serviceA", "10.1.0.0/16"}, MissingOrigin: "deny"},
 			{Resource: "GET:/admin", Strategy: "black", Origins: []string{"bad"}, MissingOrigin: "deny"},
+			{Resource: "GET:/trial", Strategy: "black", Origins: []string{"bot"}, MissingOrigin: "allow", Shadow: true},
 		},
 		ParamFlow: []ParamRule{
 			{Resource: "POST:/order", Param: "item_id", Grade: "qps", Count: 5, Duration: "1s", Burst: 2, Behavior: "reject",

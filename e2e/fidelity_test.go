@@ -353,10 +353,12 @@ func TestEnvoyReplies(t *testing.T) {
 			t.Errorf("429: %s = %q, want %q", name, got, want)
 		}
 	}
-	// Whole seconds (Envoy sends duration_until_reset's seconds): a bucket of 5 a second with a
-	// burst of 2 is full again within 1.4s.
-	if reset, err := strconv.Atoi(first(h, "x-ratelimit-reset")); err != nil || reset < 0 || reset > 2 {
-		t.Errorf("429: x-ratelimit-reset %q, want whole seconds within 0..2", first(h, "x-ratelimit-reset"))
+	// Reset is the time until the bucket is full again, rounded up (README "The x-ratelimit
+	// headers a client reads"). The bucket holds 7 (5 a second, a burst of 2); refused, it has
+	// less than 1 token left, so it is full again after more than (7-1)/5 = 1.2s and at most
+	// 7/5 = 1.4s: 2 whole seconds.
+	if reset, err := strconv.Atoi(first(h, "x-ratelimit-reset")); err != nil || reset != 2 {
+		t.Errorf("429: x-ratelimit-reset %q, want 2 (1.2s..1.4s until full, rounded up)", first(h, "x-ratelimit-reset"))
 	}
 	if ra, err := strconv.Atoi(first(h, "retry-after")); err != nil || ra < 1 {
 		t.Errorf("429: retry-after %q, want whole seconds >= 1", first(h, "retry-after"))

@@ -37,6 +37,9 @@ type Options struct {
 	// BreakerOpen reports whether calls to the shared store are suspended after failures; it is
 	// called at scrape time. Nil means there is no shared store (the gauge reads 0).
 	BreakerOpen func() bool
+	// RedisCacheHits returns the calls to the shared store refused from its cache of blocked
+	// values, without a round trip; it is called at scrape time. Nil means none (reads 0).
+	RedisCacheHits func() uint64
 	// NoRuntime leaves out the Go runtime and process collectors.
 	NoRuntime bool
 	// MaxResources is the most resources given a label value of their own in
@@ -87,6 +90,7 @@ type Metrics struct {
 	redisLatency  prometheus.Histogram
 	redisFallback *prometheus.CounterVec
 	redisBreaker  prometheus.GaugeFunc
+	redisCached   prometheus.CounterFunc
 	breakerOpen   func() bool // nil without a shared store
 }
 
@@ -162,6 +166,15 @@ func New(opts Options) *Metrics {
 			}
 			return 0
 		}),
+		redisCached: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "extauthz_redis_blocked_cache_hits_total",
+			Help: "Calls to the shared store refused from the cache of values Redis blocked, without a round trip.",
+		}, func() float64 {
+			if opts.RedisCacheHits == nil {
+				return 0
+			}
+			return float64(opts.RedisCacheHits())
+		}),
 	}
 	noResources, noDomains := table{}, map[string]struct{}{}
 	m.resources.Store(&noResources)
@@ -170,7 +183,7 @@ func New(opts Options) *Metrics {
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.logsDropped, m.redisCalls, m.redisLatency,
-		m.redisFallback, m.redisBreaker)
+		m.redisFallback, m.redisBreaker, m.redisCached)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	if opts.RuleStats != nil {

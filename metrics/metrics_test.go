@@ -258,7 +258,7 @@ func TestRuleCollector(t *testing.T) {
 
 func TestRedisHooks(t *testing.T) {
 	open := true
-	m := New(Options{NoRuntime: true, BreakerOpen: func() bool { return open }})
+	m := New(Options{NoRuntime: true, BreakerOpen: func() bool { return open }, RedisCacheHits: func() uint64 { return 7 }})
 	m.RedisCall(time.Millisecond, nil)
 	m.RedisCall(2*time.Millisecond, errors.New("timeout"))
 	m.RedisCall(time.Millisecond, errors.New("timeout"))
@@ -273,6 +273,7 @@ func TestRedisHooks(t *testing.T) {
 		{"extauthz_redis_calls_total", map[string]string{"result": "error"}, 2},
 		{"extauthz_redis_fallbacks_total", map[string]string{"policy": "local"}, 1},
 		{"extauthz_redis_breaker_open", nil, 1},
+		{"extauthz_redis_blocked_cache_hits_total", nil, 7},
 		{"extauthz_log_entries_dropped_total", nil, 1},
 	}
 	for _, tt := range tests {
@@ -290,6 +291,9 @@ func TestNoBreaker(t *testing.T) {
 	m := New(Options{NoRuntime: true})
 	if got := counter(t, m, "extauthz_redis_breaker_open", nil); got != 0 {
 		t.Errorf("breaker without a store = %v, want 0", got)
+	}
+	if got := counter(t, m, "extauthz_redis_blocked_cache_hits_total", nil); got != 0 {
+		t.Errorf("blocked-cache hits without a store = %v, want 0", got)
 	}
 }
 

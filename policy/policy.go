@@ -558,17 +558,13 @@ func paramBlock(set *rulestore.Set, entries []descriptors.Entry, b *hotparam.Blo
 // ReasonQueueFull is the reason of a request refused because the throttle queues are full.
 const ReasonQueueFull = "queue_full"
 
-// ReasonName names a hot-parameter block reason in bodies and logs.
+// ReasonName names a hot-parameter block reason in bodies and logs: the reason's own spelling
+// (hotparam's Reason.String), "none" for one without.
 func ReasonName(r hotparam.Reason) string {
-	switch r {
-	case hotparam.ReasonQPS:
-		return "qps"
-	case hotparam.ReasonThrottle:
-		return "throttle"
-	case hotparam.ReasonConcurrency:
-		return "concurrency"
+	if _, err := r.MarshalText(); err != nil {
+		return hotparam.ReasonNone.String()
 	}
-	return "none"
+	return r.String()
 }
 
 func validEntry(i, n int) bool { return i >= 0 && i < n }

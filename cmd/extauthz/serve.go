@@ -81,7 +81,8 @@ type service struct {
 // store, the first load of the rules, the servers.
 func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	s := &service{cfg: cfg, log: log}
-	s.metrics = metrics.New(metrics.Options{RuleStats: s.ruleStats, BreakerOpen: s.breakerOpen})
+	s.metrics = metrics.New(metrics.Options{RuleStats: s.ruleStats, BreakerOpen: s.breakerOpen,
+		RedisCacheHits: s.redisCacheHits})
 
 	mapper, err := descriptors.New(cfg.Mapping)
 	if err != nil {
@@ -96,7 +97,7 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 
-	rem, err := newRemote(cfg.Store.Redis, s.metrics)
+	rem, err := newRemote(cfg.Store.Redis, s.metrics, s.tracing.TracerProvider())
 	if err != nil {
 		s.close()
 		return nil, err
@@ -216,6 +217,12 @@ func (s *service) run(ctx context.Context) error {
 		}
 	}()
 
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(watchCtx, s.cfg.SweepInterval)
+	}()
+
 	failed := make(chan error, 2)
 	wg.Add(2)
 	go func() {
@@ -304,6 +311,32 @@ func (s *service) close() {
 // breakerOpen reports whether calls to the shared store are suspended.
 func (s *service) breakerOpen() bool {
 	return s.remote != nil && s.remote.Stats().BreakerOpen
+}
+
+// redisCacheHits counts the calls to the shared store refused from its cache of blocked
+// values; 0 without a shared store.
+func (s *service) redisCacheHits() uint64 {
+	if s.remote == nil {
+		return 0
+	}
+	return s.remote.Stats().CacheHits
+}
+
+// sweep forgets the idle hot-param values of the rules in force every interval until ctx
+// ends (hotparam's Limiter.Sweep), so that memory follows the values in use.
+func (s *service) sweep(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n := s.store.Current().ParamFlow.Sweep(now); n > 0 {
+				s.log.Debug("idle hot-param values forgotten", zap.Int("values", n))
+			}
+		}
+	}
 }
 
 // setHealth sets the status the gRPC health service reports for the server as a whole ("")

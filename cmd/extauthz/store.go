@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
@@ -11,15 +13,16 @@ import (
 )
 
 // newRemote returns the shared store of cluster rules configured by cfg, or nil when none is
-// (every rule then keeps its state in memory). Calls to it are timed into m.
+// (every rule then keeps its state in memory). Calls to it are timed into m, and are spans of
+// tp's when tp is not nil (tracing on).
 //
 // This is the one place the Redis store is wired in: the Limiter gets it through
 // limiterOptions, the service runs its Run loop (breaker probes) and closes it on exit.
-func newRemote(cfg config.RedisConfig, m *metrics.Metrics) (*redisstore.Store, error) {
+func newRemote(cfg config.RedisConfig, m *metrics.Metrics, tp trace.TracerProvider) (*redisstore.Store, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
-	return redisstore.NewWithOptions(cfg.Config, redisstore.Options{Observe: m.RedisCall})
+	return redisstore.NewWithOptions(cfg.Config, redisstore.Options{Observe: m.RedisCall, TracerProvider: tp})
 }
 
 // runRemote runs the store's background loop until ctx ends; a nil store has none.

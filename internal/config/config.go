@@ -41,6 +41,8 @@ type Config struct {
 	GRPC          GRPCConfig       `json:"grpc"`
 	// ShutdownGrace is how long in-flight calls get to finish on shutdown.
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
+	// SweepInterval is how often the hot-param state forgets idle values (hotparam's Sweep).
+	SweepInterval time.Duration `json:"sweep_interval"`
 	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
 	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
 	// like 512MiB sets that (see memlimit).
@@ -151,6 +153,7 @@ func Default() Config {
 			Keepalive:            KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
 		},
 		ShutdownGrace: 15 * time.Second,
+		SweepInterval: time.Minute,
 		Mapping: descriptors.Config{
 			Authz: descriptors.AuthzConfig{Resource: descriptors.DefaultResource},
 			RateLimit: descriptors.RateLimitConfig{
@@ -241,6 +244,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		add("shutdown_grace", "must be > 0, not %v", c.ShutdownGrace)
+	}
+	if c.SweepInterval <= 0 {
+		add("sweep_interval", "must be > 0, not %v", c.SweepInterval)
 	}
 	if err := memlimit.CheckSetting(c.MemoryLimit); err != nil {
 		add("memory_limit", "%v", err)

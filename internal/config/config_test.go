@@ -45,6 +45,7 @@ func TestDefaults(t *testing.T) {
 		Log:           LogConfig{Level: "info", Format: "json"},
 		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,
+		SweepInterval: time.Minute,
 		Mapping: descriptors.Config{
 			Authz:     descriptors.AuthzConfig{Resource: "{method}:{path}"},
 			RateLimit: descriptors.RateLimitConfig{ResourceKey: "resource", OriginKey: "origin", LeaseKey: "lease_id"},
@@ -386,6 +387,7 @@ func TestValidate(t *testing.T) {
 			c.GRPC.Keepalive = KeepaliveConfig{Time: -1, Timeout: 0, MinTime: -1}
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
 		{"grace", func(c *Config) { c.ShutdownGrace = 0 }, []string{"shutdown_grace"}},
+		{"sweep interval", func(c *Config) { c.SweepInterval = 0 }, []string{"sweep_interval"}},
 		{"memory limit", func(c *Config) { c.MemoryLimit = "1GB" }, []string{"memory_limit"}},
 		{"mapping, by the mapper", func(c *Config) { c.Mapping.Authz.Resource = "{nope}" }, []string{"authz.resource"}},
 		{"param name", func(c *Config) { c.ParamNames = []string{"a", " "} }, []string{"param_names[1]"}},
