@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -58,7 +59,25 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 			return nil, err
 		}
 	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	if r, ok := v.(*rlsv3.RateLimitResponse); ok {
+		answers.put(r) // encoded: gRPC does not read it again (see answers)
+	}
+	return wireOf(b), nil
+}
+
+// wire is an encoded message as gRPC takes it, in one allocation besides its bytes: a
+// *mem.SliceBuffer is a Buffer without boxing the slice, and the BufferSlice is the array
+// next to it. (gRPC's pool recycles only buffers of 1 KiB and more, more than an answer
+// usually is, so the bytes are the message's own.)
+type wire struct {
+	bs [1]mem.Buffer
+	sb mem.SliceBuffer
+}
+
+func wireOf(b []byte) mem.BufferSlice {
+	w := &wire{sb: b}
+	w.bs[0] = &w.sb
+	return w.bs[:]
 }
 
 // Unmarshal decodes data into v as protobuf-go does, falling back to the mirror for invalid

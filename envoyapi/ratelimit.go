@@ -79,8 +79,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// newResponse is an OK answer with n OK statuses, allocated together.
+// newResponse is an OK answer with n OK statuses: a reused one (see answers), or one
+// allocated with its statuses.
 func newResponse(n int) *rlsv3.RateLimitResponse {
+	if resp := answers.get(n); resp != nil {
+		return resp
+	}
 	var (
 		resp *rlsv3.RateLimitResponse
 		slab []rlsv3.RateLimitResponse_DescriptorStatus

@@ -138,6 +138,63 @@ func byLockOrder(a, b op) int {
 	return cmp.Compare(a.shard, b.shard)
 }
 
+// lockOrderSmall is the most ops sortLockOrder sorts through an index on the stack.
+const lockOrderSmall = 64
+
+// sortLockOrder sorts ops stably by store, then shard (byLockOrder). An op is large: for up to
+// lockOrderSmall ops it sorts their indices instead and then moves each op once, following the
+// permutation's cycles, rather than swapping ops in place; ops already in order are not moved.
+func sortLockOrder(ops []op) {
+	n := len(ops)
+	if n <= 1 {
+		return
+	}
+	if n > lockOrderSmall {
+		slices.SortStableFunc(ops, byLockOrder)
+		return
+	}
+	before := func(a, b *op) bool {
+		if a.rs.store.id != b.rs.store.id {
+			return a.rs.store.id < b.rs.store.id
+		}
+		return a.shard < b.shard
+	}
+	sorted := true
+	for i := 1; i < n && sorted; i++ {
+		sorted = !before(&ops[i], &ops[i-1])
+	}
+	if sorted {
+		return
+	}
+	var idx [lockOrderSmall]uint8
+	for i := range n {
+		idx[i] = uint8(i)
+	}
+	for i := 1; i < n; i++ { // insertion sort: stable, and the fastest for a few
+		for j := i; j > 0 && before(&ops[idx[j]], &ops[idx[j-1]]); j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
+		}
+	}
+	// ops[k] takes the op at idx[k]: each cycle of the permutation moves its ops once.
+	for start := range n {
+		if int(idx[start]) == start {
+			continue
+		}
+		tmp := ops[start]
+		k := start
+		for {
+			src := int(idx[k])
+			idx[k] = uint8(k)
+			if src == start {
+				ops[k] = tmp
+				break
+			}
+			ops[k] = ops[src]
+			k = src
+		}
+	}
+}
+
 // lock locks the shards of the active ops in a fixed order (store, then shard), so that
 // concurrent calls, also of Limiters sharing stores after a reload, cannot deadlock; then it
 // finds or creates each op's value and pins it so that the call's own inserts cannot evict it.
@@ -155,9 +212,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.hash = h
 		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
-	if len(ops) > 1 {
-		slices.SortStableFunc(ops, byLockOrder)
-	}
+	sortLockOrder(ops)
 	for !lockShards(ops) {
 		// Sweep dropped a store's shards before they were locked: take the new ones
 		for i := range ops {

@@ -1,0 +1,91 @@
+package envoyapi
+
+import (
+	"sync"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+)
+
+// Rate-limit answers are reused: ShouldRateLimit takes one from answers and the server codec
+// (Codec.Marshal) gives it back once it has encoded it. gRPC encodes a unary answer exactly once,
+// after the handler and every interceptor returned (the observe interceptor reads the answer
+// before returning it and keeps nothing of it), and afterwards keeps it only for its own
+// request tracing (grpc.EnableTracing, checked here) and for stats handlers (OutPayload.Payload;
+// the server installs none: a stats handler that reads the payload must come with a codec that
+// does not recycle). An answer that never reaches the codec (the handler called directly) is
+// simply left to the garbage collector.
+var answers answerPool
+
+// maxOut bounds the answers handed out and not yet given back. An answer is out only between
+// the handler's return and gRPC's encoding, so few are out at once in a server; the bound
+// keeps a program that calls the handler without the codec from tracking answers without end
+// (past it, answers are allocated as before and never tracked).
+const maxOut = 256
+
+// answer is a reusable rate-limit answer with room for its statuses.
+type answer struct {
+	resp rlsv3.RateLimitResponse
+	ptrs []*rlsv3.RateLimitResponse_DescriptorStatus
+	slab []rlsv3.RateLimitResponse_DescriptorStatus
+}
+
+// answerPool holds the answers free for reuse and those handed out: only an answer it handed
+// out is ever reset, so an answer made anywhere else is never touched.
+type answerPool struct {
+	free sync.Pool // of *answer
+	mu   sync.Mutex
+	out  map[*rlsv3.RateLimitResponse]*answer
+}
+
+// get returns an OK answer with n OK statuses, nil when maxOut answers are out.
+func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
+	a, _ := p.free.Get().(*answer)
+	if a == nil {
+		a = new(answer)
+	}
+	p.mu.Lock()
+	if len(p.out) >= maxOut {
+		p.mu.Unlock()
+		p.free.Put(a)
+		return nil
+	}
+	if p.out == nil {
+		p.out = make(map[*rlsv3.RateLimitResponse]*answer, maxOut)
+	}
+	p.out[&a.resp] = a
+	p.mu.Unlock()
+	if cap(a.slab) < n {
+		a.slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+		a.ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	a.resp.OverallCode = rlsv3.RateLimitResponse_OK
+	for i := range n {
+		a.slab[i].Code = rlsv3.RateLimitResponse_OK
+		a.ptrs[i] = &a.slab[i]
+	}
+	a.resp.Statuses = a.ptrs[:n]
+	return &a.resp
+}
+
+// put resets v and makes it free for reuse if it is an answer handed out by get; it does
+// nothing to any other message.
+func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
+	if grpc.EnableTracing {
+		return // the trace keeps the message to print it later
+	}
+	p.mu.Lock()
+	a, ok := p.out[v]
+	if ok {
+		delete(p.out, v)
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	for i := range a.slab {
+		a.slab[i].Reset()
+	}
+	a.resp.Reset()
+	p.free.Put(a)
+}
