@@ -10,6 +10,13 @@ import (
 	"github.com/extauthz/extauthz/hotparam"
 )
 
+// Entry is one request (or descriptor) mapped for the rule engines: the hot-parameter entry
+// itself, handed to hotparam as it is, and the origin the authority rules read.
+type Entry struct {
+	hotparam.Entry
+	Origin string // "" when none
+}
+
 // view is one check request being mapped.
 type view struct {
 	attrs *authv3.AttributeContext

@@ -1,3 +1,5 @@
+// Package descriptors maps Envoy's requests (an ext_authz CheckRequest, a rate-limit
+// descriptor) to entries: a resource, an origin, params and hits.
 package descriptors
 
 import (
@@ -19,6 +21,45 @@ const (
 	// resource of a check request instead of the template.
 	ResourceExtension = "resource"
 )
+
+// Config is the mapping section of the service config.
+type Config struct {
+	Authz     AuthzConfig     `json:"authz"`
+	RateLimit RateLimitConfig `json:"ratelimit"`
+}
+
+// AuthzConfig maps a CheckRequest.
+type AuthzConfig struct {
+	// Resource is a template over the request: {method}, {path} (without query), {host}.
+	// A route's context_extensions["resource"] wins when set. Default "{method}:{path}".
+	Resource string `json:"resource"`
+	// Origin lists sources in order; the first that yields a value wins.
+	Origin []Source `json:"origin"`
+	// Params maps a param name to its source.
+	Params map[string]Source `json:"params"`
+	// TrustedHops is how many x-forwarded-for hops (from the right) are our own proxies, for
+	// the client_ip source; 0 means the source address.
+	TrustedHops int `json:"trusted_hops"`
+}
+
+// Source is where a value comes from.
+type Source struct {
+	// From is header, query, cookie, client_ip, host, method, path, principal or
+	// context_extension.
+	From  string `json:"from"`
+	Name  string `json:"name,omitempty"`  // header, query, cookie, extension name
+	Split string `json:"split,omitempty"` // splits one value into several
+}
+
+// RateLimitConfig maps rate-limit descriptors.
+type RateLimitConfig struct {
+	ResourceKey string `json:"resource_key"` // default "resource", falls back to "generic_key"
+	OriginKey   string `json:"origin_key"`   // default "origin"
+	// LeaseKey is the descriptor key whose value names a request's concurrency lease
+	// (Entry.LeaseID): Envoy's x-request-id, sent with both the acquire and the release, so that
+	// a release frees only the slot its own request holds. Default "lease_id".
+	LeaseKey string `json:"lease_key"`
+}
 
 // kind is a compiled Source.From.
 type kind uint8
