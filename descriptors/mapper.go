@@ -37,8 +37,9 @@ type AuthzConfig struct {
 	Origin []Source `json:"origin"`
 	// Params maps a param name to its source.
 	Params map[string]Source `json:"params"`
-	// TrustedHops is how many x-forwarded-for hops (from the right) are our own proxies, for
-	// the client_ip source; 0 means the source address.
+	// TrustedHops is Envoy's xff_num_trusted_hops, for the client_ip source: set both to the
+	// same number and both pick the same client from the x-forwarded-for Envoy forwards (the
+	// header it received with its peer appended); 0 means the connection's peer.
 	TrustedHops int `json:"trusted_hops"`
 }
 
