@@ -43,6 +43,10 @@ type Event struct {
 	Rules    int // rules in force after the load
 	// Warnings are the applied rules' warnings (Rules.Warnings); nil when not Applied.
 	Warnings []string
+	// Set is the set in force after the load: the one just applied when Applied, else the
+	// one kept (nil when a first load failed). OnLoad may read it while the Store is still
+	// being built.
+	Set *Set
 }
 
 // Options configure a Store.
@@ -175,6 +179,7 @@ func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile b
 		Applied:  true,
 		Rules:    ruleCount(set),
 		Warnings: rules.Warnings,
+		Set:      set,
 	})
 	return nil
 }
@@ -219,6 +224,7 @@ func (s *Store) restored() {
 		Restored: true,
 		Rules:    ruleCount(cur),
 		Warnings: cur.Rules.Warnings,
+		Set:      cur,
 	})
 }
 
@@ -226,7 +232,7 @@ func (s *Store) restored() {
 func (s *Store) reject(err error) error {
 	s.last.Store(&LoadError{Time: s.opts.Now(), Message: err.Error()})
 	cur := s.cur.Load()
-	s.emit(Event{File: s.name(), Version: cur.Version, Err: err, Rules: ruleCount(cur)})
+	s.emit(Event{File: s.name(), Version: cur.Version, Err: err, Rules: ruleCount(cur), Set: cur})
 	return err
 }
 

@@ -174,6 +174,9 @@ func TestStoreReload(t *testing.T) {
 		if g.Version != w.version || g.Applied != w.applied || (g.Err != nil) != w.failed || g.Rules != 3 || g.File != path {
 			t.Errorf("event %d = %+v; want version %d, applied %v, error %v, 3 rules", i, g, w.version, w.applied, w.failed)
 		}
+		if g.Set == nil || g.Set.Version != g.Version {
+			t.Errorf("event %d carries set %+v; want the set in force, version %d", i, g.Set, g.Version)
+		}
 	}
 }
 
