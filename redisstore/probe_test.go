@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -200,5 +202,54 @@ func TestProbeCrossSlot(t *testing.T) {
 	pa.Hits = 2
 	if got := eval(t, s, pa)[0]; !got.Allowed || got.Remaining != 2 {
 		t.Errorf("a after a call blocked by a probe: got %+v, want 2 left", got)
+	}
+}
+
+// Random sequences of probes, acquisitions and releases give the same decisions and statuses
+// in memory and in Redis.
+func TestProbeParityRandom(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	local, err := hotparam.New(parityRules(), hotparam.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := hotparam.New(parityRules(), hotparam.Options{Remote: s, Fallback: hotparam.FallbackDeny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 11))
+	params := map[string]string{"bucket": "item", "throttle": "item", "conc": "user", "refund": "key"}
+	resources := []string{"bucket", "throttle", "conc", "refund"}
+	at := time.Duration(0)
+	probes := map[bool]int{}
+	for i := range 600 {
+		at += time.Duration(rng.Int64N(150)) * ms // whole ms: the store counts in microseconds
+		now := t0.Add(at)
+		clk.now = now
+		r := resources[rng.IntN(len(resources))]
+		c := call{at: at, resource: r, params: p(params[r], "r"+strconv.Itoa(rng.IntN(2))), hits: 1 + rng.Int64N(3),
+			lease: "l" + strconv.Itoa(i)}
+		probe := rng.IntN(5) < 2
+		c.release = !probe && (r == "conc" || r == "refund") && rng.IntN(3) == 0
+		if c.release {
+			// a release names a recent call's lease (as Envoy's stream-done release names its
+			// request's): acquired, refused, a probe's, or of another value
+			c.lease = "l" + strconv.Itoa(max(i-rng.IntN(8), 0))
+		}
+		e := entryOf(c)
+		e[0].Probe = probe
+		wantSt, gotSt := make([]hotparam.Status, 1), make([]hotparam.Status, 1)
+		want := local.Check(ctx, now, e, hotparam.CheckOptions{}, wantSt)
+		got := remote.Check(ctx, now, e, hotparam.CheckOptions{}, gotSt)
+		if got != want || gotSt[0] != wantSt[0] {
+			t.Fatalf("call %d %+v probe %v: Redis %+v %+v, local %+v %+v", i, c, probe, got, gotSt[0], want, wantSt[0])
+		}
+		if probe {
+			probes[want.Allowed]++
+		}
+	}
+	if probes[true] == 0 || probes[false] == 0 {
+		t.Errorf("probes allowed/refused %d/%d: the sequence does not exercise both outcomes", probes[true], probes[false])
 	}
 }
