@@ -41,14 +41,15 @@ type waiter struct {
 var keyBatch = attribute.Key("extauthz.redis.batch")
 
 // batchable reports whether a call of ops may be coalesced with others: one bucket acquisition
-// the script's fast path takes.
+// (or probe) the script's fast path takes. A probe in a batch is answered on the state the calls
+// before it left and leaves it as it found it.
 func batchable(ops []hotparam.RemoteOp) bool {
 	if len(ops) != 1 {
 		return false
 	}
 	op := &ops[0]
 	return op.Grade != hotparam.Concurrency && op.Behavior != hotparam.Throttle && !op.Release && op.Count > 0 &&
-		(!op.Refund || op.LeaseID == "")
+		(!op.Refund || op.LeaseID == "" || op.Probe)
 }
 
 // queueKey is the queue of op, whose state is at key: calls of one key with the same rule numbers.

@@ -75,7 +75,12 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	}
 	r := hotparam.RemoteResult{RetryAfter: e.until.Sub(now), ResetAfter: max(e.full.Sub(now), 0)}
 	if op.Behavior == hotparam.Throttle {
-		w := max(op.MaxWait, 0)
+		if op.Probe && op.MaxWait > 0 {
+			// refused, exactly, but its remaining counts the slots within MaxWait, which the
+			// entry does not know
+			return hotparam.RemoteResult{}, false
+		}
+		w := maxWaitOf(op)
 		if w > e.maxWait {
 			return hotparam.RemoteResult{}, false
 		}
@@ -84,12 +89,21 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	return r, true
 }
 
+// maxWaitOf is the longest op may wait: none for a probe, which passes only when its slot is
+// free now (its refusal is kept as that of a request that waits for nothing).
+func maxWaitOf(op *hotparam.RemoteOp) time.Duration {
+	if op.Probe {
+		return 0
+	}
+	return max(op.MaxWait, 0)
+}
+
 // add keeps Redis's refusal r of op (state at key), for a call that started at start.
 func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, start time.Time) {
 	if r.RetryAfter <= 0 {
 		return
 	}
-	e := blockEntry{until: start.Add(r.RetryAfter), full: start.Add(r.ResetAfter), maxWait: max(op.MaxWait, 0),
+	e := blockEntry{until: start.Add(r.RetryAfter), full: start.Add(r.ResetAfter), maxWait: maxWaitOf(op),
 		count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -44,6 +44,14 @@ func costCases() []costCase {
 				Lease: time.Minute, Hits: 1, Release: i%2 == 1, LeaseID: "l" + strconv.Itoa(i/2)}}
 		}},
 		{"typical-3-ops", benchOps},
+		// checks that consume nothing (hits_addend 0): read, decide, write nothing
+		{"probe/bucket-one-value", func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "pq", Value: "u", Count: 1e9, Duration: time.Second, Hits: 1, Probe: true}}
+		}},
+		{"probe/concurrency-one-value", func(i int) []hotparam.RemoteOp {
+			return []hotparam.RemoteOp{{RuleID: "pc", Value: "u", Grade: hotparam.Concurrency, Count: 1e6,
+				Lease: time.Minute, Hits: 1, Probe: true}}
+		}},
 	}
 }
 

@@ -15,6 +15,15 @@
 // once the rule's Lease has passed since the acquisition. A call is all or nothing: unless every op that is not
 // Shadow passes, nothing is consumed; Release ops never block and always apply.
 //
+// A Probe op (Envoy's per-descriptor hits_addend 0) is decided as the acquisition it names and
+// consumes nothing, as in the local engine: a bucket passes iff Hits tokens are there, a throttle
+// iff its next slot is free now (it would not wait), concurrency iff Hits slots are free. Its
+// result reports the state as it is; it writes no state, holds no lease, records nothing a
+// refund could give back, and when refused blocks the call's other ops like any op. Probes
+// coalesced with acquisitions of the same key are answered on the state the calls before them
+// left, taking nothing from those after them; a cross-slot compensation gives nothing back for
+// a probe.
+//
 // # Time and precision
 //
 // The clock is Redis's (TIME inside the script; Redis 7 replicates scripts by their effects), so
@@ -55,7 +64,10 @@
 // call, even while the breaker is open; Stats.CacheHits counts them. The cache never admits:
 // every admission comes from Redis, so admissions stay exact. It can only refuse what Redis
 // would have admitted, when tokens come back in a way this replica does not see before the entry
-// ends: a refund on another replica, or a key deleted by hand. See blocked for the details.
+// ends: a refund on another replica, or a key deleted by hand. A probe's refusal is kept as the
+// refusal of a request that may not wait, and a cached refusal answers a probe (refused until
+// the same instant), except a throttle probe with a max wait, whose remaining the entry does
+// not know. See blocked for the details.
 //
 // # Failures
 //

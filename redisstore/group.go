@@ -163,7 +163,7 @@ func (s *Store) undo(ctx context.Context, c rueidis.Client, ops []hotparam.Remot
 		args := append([]string(nil), g.args...)
 		for j, i := range g.ops {
 			hits := hitsOf(ops[i])
-			if ops[i].Release || !res[i].Allowed {
+			if ops[i].Release || ops[i].Probe || !res[i].Allowed {
 				hits = 0 // consumed nothing
 			}
 			args[2+j] = opArg(&ops[i], g.kidx[j], g.lidx[j], true, hits)

@@ -54,9 +54,9 @@ func key(prefix string, op *hotparam.RemoteOp) string {
 // refundKey returns the key of the record of what an op's lease consumed, for the refunds of a
 // Refund rule that is not a concurrency rule: prefix:{tag}:ruleID:r:leaseName, in the slot of
 // the op's state. It is "" when the op has no such record (no Refund, no LeaseID, or concurrency,
-// whose leases are the members of its state).
+// whose leases are the members of its state, or a probe, which consumes nothing).
 func refundKey(prefix string, op *hotparam.RemoteOp) string {
-	if !op.Refund || op.Grade == hotparam.Concurrency || op.LeaseID == "" {
+	if !op.Refund || op.Grade == hotparam.Concurrency || op.LeaseID == "" || (op.Probe && !op.Release) {
 		return ""
 	}
 	t, n := tag(op.Value), leaseName(op)

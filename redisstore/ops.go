@@ -27,7 +27,7 @@ const (
 var ErrOutOfRange = errors.New("out of the store's exact range")
 
 // opNumbers is the number of doubles that start an op's script argument.
-const opNumbers = 14
+const opNumbers = 15
 
 // Kinds of state in the script's arguments.
 const (
@@ -108,7 +108,8 @@ func hitsOf(op hotparam.RemoteOp) int64 {
 // opArg is the script argument of op, whose key is KEYS[k] and whose refund lease record is
 // KEYS[lk] (lk 0: none): opNumbers little-endian doubles, then the lease id (concurrency). Hits
 // above what could ever pass are cut to capacity+1: the answer is the same and the numbers stay
-// small. An undo gives back hits (0: nothing to give back).
+// small. An undo gives back hits (0: nothing to give back). A probe (never with a release or an
+// undo) is decided as the acquisition and consumes nothing.
 func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	lease := op.Lease
 	if lease <= 0 {
@@ -131,13 +132,14 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	}
 	rate, d := reduce(op.Count, op.Duration)
 	release, refund := op.Release, op.Refund
+	probe := op.Probe && !op.Release
 	if undo {
-		release, refund = true, true
+		release, refund, probe = true, true, false
 	}
 	b := make([]byte, 0, 8*opNumbers+len(id))
 	for _, v := range [opNumbers]int64{
 		int64(k), kind, op.Count, op.Count + op.Burst, d, rate, int64(wait), lease.Microseconds(), hits,
-		flag(release), flag(refund), flag(op.Shadow), flag(undo), int64(lk),
+		flag(release), flag(refund), flag(op.Shadow), flag(undo), int64(lk), flag(probe),
 	} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,70 @@ var parityCalls = []call{
 	{0, "shadow", p("item", "i", "user", "s"), 1, false, ""},
 }
 
+// parityProbes are checks that consume nothing (Entry.Probe, Envoy's per-descriptor
+// hits_addend 0) between real calls, on values of their own: each real call after a probe is
+// answered as if the probe had not been made.
+var parityProbes = []call{
+	// bucket: capacity 7, one token every 200ms
+	{0, "bucket", p("item", "px"), 7, false, ""},
+	{0, "bucket", p("item", "px"), 8, false, ""}, // over the capacity
+	{0, "bucket", p("item", "px"), 7, false, "real"},
+	{0, "bucket", p("item", "px"), 1, false, ""}, // empty: refused, then from the cache
+	{100 * ms, "bucket", p("item", "px"), 1, false, ""},
+	{200 * ms, "bucket", p("item", "px"), 1, false, ""},
+	{200 * ms, "bucket", p("item", "px"), 1, false, "real"},
+	{200 * ms, "bucket", p("item", "px"), 1, false, ""},
+	// throttle: 100ms apart, at most 250ms of wait; a probe passes only when it would not wait
+	{0, "throttle", p("item", "py"), 1, false, ""},
+	{0, "throttle", p("item", "py"), 1, false, "real"},
+	{0, "throttle", p("item", "py"), 1, false, ""},
+	{0, "throttle", p("item", "py"), 1, false, ""},
+	{0, "throttle", p("item", "py"), 1, false, "real"},
+	{100 * ms, "throttle", p("item", "py"), 1, false, ""},
+	{200 * ms, "throttle", p("item", "py"), 3, false, ""},
+	{200 * ms, "throttle", p("item", "py"), 1, false, "real"},
+	// concurrency: 2 in flight
+	{0, "conc", p("user", "pz"), 2, false, ""},
+	{0, "conc", p("user", "pz"), 3, false, ""},
+	{0, "conc", p("user", "pz"), 1, false, "real a"},
+	{time.Second, "conc", p("user", "pz"), 1, false, ""},
+	{time.Second, "conc", p("user", "pz"), 2, false, ""},
+	{time.Second, "conc", p("user", "pz"), 1, false, "real b"},
+	{2 * time.Second, "conc", p("user", "pz"), 1, false, ""},
+	{2 * time.Second, "conc", p("user", "pz"), 1, true, "real a"},
+	{2 * time.Second, "conc", p("user", "pz"), 1, false, ""},
+	{2 * time.Second, "conc", p("user", "pz"), 1, false, "real c"},
+	// refund with lease ids: a probe records nothing a release could give back
+	{0, "refund", p("key", "pr"), 3, false, "a"},
+	{0, "refund", p("key", "pr"), 3, true, "real a"}, // a took nothing: nothing back
+	{0, "refund", p("key", "pr"), 3, false, "real b"},
+	{0, "refund", p("key", "pr"), 1, false, "b"},
+	{0, "refund", p("key", "pr"), 3, true, "real b"},
+	{0, "refund", p("key", "pr"), 3, false, "c"},
+	// both: a probe refused by b, then real calls take what is left of a
+	{0, "both", p("a", "p1", "b", "p1"), 1, false, ""},
+	{0, "both", p("a", "p1", "b", "p1"), 1, false, "real"},
+	{0, "both", p("a", "p1", "b", "p1"), 1, false, ""},
+	{0, "both", p("a", "p1", "b", "p2"), 1, false, ""},
+	{0, "both", p("a", "p1", "b", "p2"), 1, false, "real"},
+	{0, "both", p("a", "p1", "b", "p3"), 1, false, ""},
+	// shadow: item's rule refuses the probe and blocks nothing
+	{0, "shadow", p("item", "pi", "user", "ps"), 1, false, ""},
+	{0, "shadow", p("item", "pi", "user", "ps"), 1, false, "real"},
+	{0, "shadow", p("item", "pi", "user", "ps"), 1, false, ""},
+	{0, "shadow", p("item", "pi", "user", "ps"), 3, false, ""},
+}
+
+// probeEntry is the entry of a row of parityProbes: a probe unless its lease starts with "real"
+// (the rest of it is the real call's lease id).
+func probeEntry(c call) []hotparam.Entry {
+	lease, real := strings.CutPrefix(c.lease, "real")
+	c.lease = strings.TrimSpace(lease)
+	e := entryOf(c)
+	e[0].Probe = !real
+	return e
+}
+
 func entryOf(c call) []hotparam.Entry {
 	e := hotparam.Entry{Resource: c.resource, Hits: c.hits, Release: c.release, LeaseID: c.lease}
 	for _, name := range []string{"item", "user", "key", "a", "b"} {
@@ -206,6 +271,27 @@ func TestParityWithLocal(t *testing.T) {
 	}
 	if allowed == 0 || allowed == len(parityCalls) {
 		t.Errorf("%d of %d calls allowed: the table does not exercise both outcomes", allowed, len(parityCalls))
+	}
+	probes := map[bool]int{}
+	for i, c := range parityProbes {
+		now := t0.Add(c.at)
+		clk.now = now
+		e := probeEntry(c)
+		wantSt, gotSt := make([]hotparam.Status, 1), make([]hotparam.Status, 1)
+		want := local.Check(ctx, now, e, hotparam.CheckOptions{}, wantSt)
+		got := remote.Check(ctx, now, probeEntry(c), hotparam.CheckOptions{}, gotSt)
+		if got != want {
+			t.Errorf("probe row %d %+v (probe %v): Redis decision %+v, local %+v", i, c, e[0].Probe, got, want)
+		}
+		if gotSt[0] != wantSt[0] {
+			t.Errorf("probe row %d %+v (probe %v): Redis status %+v, local %+v", i, c, e[0].Probe, gotSt[0], wantSt[0])
+		}
+		if e[0].Probe {
+			probes[want.Allowed]++
+		}
+	}
+	if probes[true] == 0 || probes[false] == 0 {
+		t.Errorf("probes allowed/refused %d/%d: the table does not exercise both outcomes", probes[true], probes[false])
 	}
 	if st := s.Stats(); st.CacheHits == 0 {
 		t.Error("no call answered from the cache of blocked values: the table does not exercise it")

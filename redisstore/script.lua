@@ -3,11 +3,11 @@
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME (once)
 -- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds; "*"
 --          makes the call a batch of independent bucket acquisitions of one key (fast path)
--- ARGV[3..] one op each: 14 little-endian doubles, then the lease id (concurrency; may be empty):
+-- ARGV[3..] one op each: 15 little-endian doubles, then the lease id (concurrency; may be empty):
 --   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency), count,
 --   capacity (count+burst), duration (us), rate, max wait (ns), lease (us), hits,
 --   release, refund, shadow, undo (1 or 0; undo: give back what this nonce's call took),
---   refund record key index (1-based into KEYS; 0 for none).
+--   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0).
 --   rate/duration is count per duration in lowest terms (both divided by their gcd).
 --
 -- A bucket or throttle state is a string of 3 little-endian doubles: x, y, scale. A concurrency
@@ -21,6 +21,11 @@
 -- acquisition that consumed (the call passed) adds its hits to its lease's record, a string of
 -- 2 doubles (hits, end in us) expiring at end, a lease after; a release takes from it what it
 -- gives back. An undo gives back its hits and takes them from the record.
+--
+-- A probe (never a release) is decided as the acquisition it names and consumes nothing: a
+-- bucket passes iff hits tokens are there, a throttle iff its next slot is free now (no wait),
+-- concurrency iff hits slots are free. It reports the state as it is (remaining, reset after),
+-- blocks the call's other ops when refused (unless shadow), and records no refund.
 --
 -- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
 -- full again, a schedule is past, the last lease ends.
@@ -76,8 +81,8 @@ end
 -- most one SET for the whole batch.
 local batch = nonce == '*'
 if n == 1 or batch then
-  local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk =
-    sunpack('<dddddddddddddd', ARGV[3])
+  local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe =
+    sunpack('<ddddddddddddddd', ARGV[3])
   if kind == 1 and rel == 0 and lk == 0 and count > 0 then
     local key = KEYS[k]
     cap = cap * dur
@@ -96,14 +101,14 @@ if n == 1 or batch then
     for i = 1, n do
       if i > 1 then
         -- the batch's ops share the key and the rule's numbers: only hits and shadow differ
-        _, _, _, _, _, _, _, _, hits, _, _, shadow = sunpack('<dddddddddddddd', ARGV[i + 2])
+        _, _, _, _, _, _, _, _, hits, _, _, shadow, _, _, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
       end
       local need = hits * dur
       local allowed, retry = 1, 0
       if need > cap then
         allowed, retry = 0, dur * (count / rate) * 1000
       elseif x >= need then
-        x, taken = x - need, true
+        if probe == 0 then x, taken = x - need, true end
       else
         allowed, retry = 0, ns(need - x, rate)
       end
@@ -126,11 +131,11 @@ local ops = {}
 local has_throttle, has_concurrency, has_refund = false, false, false
 for i = 1, n do
   local a = ARGV[i + 2]
-  local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk =
-    sunpack('<dddddddddddddd', a)
+  local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
+    sunpack('<ddddddddddddddd', a)
   ops[i] = {k = k, kind = kind, count = count, cap = cap, dur = dur, rate = rate, maxwait = maxwait,
     lease = lease, hits = hits, release = rel == 1, refund = refund == 1, shadow = shadow == 1,
-    undo = undo == 1, lk = lk, a = a}
+    undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, a = a}
   if kind == 2 then has_throttle = true elseif kind == 3 then has_concurrency = true end
   if refund == 1 then has_refund = true end
 end
@@ -235,8 +240,10 @@ local function bucket(s, op, r)
   elseif need > cap then
     r[1], r[4] = 0, op.dur * (op.count / op.rate) * 1000
   elseif s.x >= need then
-    s.x = s.x - need
-    s.taken = true
+    if not op.probe then
+      s.x = s.x - need
+      s.taken = true
+    end
   else
     r[1], r[4] = 0, ns(need - s.x, op.rate)
   end
@@ -273,7 +280,10 @@ if has_throttle then
       end
     else
       local wait = (s.x - now) * 1000 + cdiv(s.y * 1000, op.rate)
-      if wait > op.maxwait then
+      if op.probe then
+        -- passes only when the next slot is free now; waits for it otherwise
+        if wait > 0 then r[1], r[4] = 0, wait end
+      elseif wait > op.maxwait then
         r[1], r[4] = 0, wait - op.maxwait
       else
         r[5] = wait
@@ -288,14 +298,14 @@ if has_throttle then
     local ahead = (s.x - now) * op.rate + s.y
     r[3] = ns(ahead, op.rate)
     local room = floor(op.maxwait / 1000) * op.rate - ahead
-    if r[1] == 1 and room >= 0 then r[2] = floor(room / op.dur) + 1 end
+    if (r[1] == 1 or op.probe) and room >= 0 then r[2] = floor(room / op.dur) + 1 end
   end
 end
 
 local concurrency, chunked
 if has_concurrency then
   -- the lease id of a concurrency op, after its numbers
-  local function id(op) return string.sub(op.a, 113) end
+  local function id(op) return string.sub(op.a, 121) end
 
   -- Concurrency: card counts the leases after this call, stored those in the set now (releases
   -- are removed at once, acquisitions added at the end).
@@ -372,6 +382,8 @@ if has_concurrency then
           s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
         end
       end
+    elseif op.probe and s.card + op.hits <= op.count then
+      -- a probe that would pass takes nothing
     elseif s.card + op.hits <= op.count then
       save(s)
       -- an id already held (or taken earlier in this call) leaves this lease anonymous
@@ -452,7 +464,7 @@ end
 -- what the refundable acquisitions of a call that passed consumed, by lease
 for i = 1, n do
   local op, r = ops[i], res[i]
-  if ok == 1 and op.lk > 0 and not op.release and r[1] == 1 and op.count > 0 then
+  if ok == 1 and op.lk > 0 and not op.release and not op.probe and r[1] == 1 and op.count > 0 then
     local had = record(op.lk)
     local e = now + op.lease
     call('SET', KEYS[op.lk], pack('<dd', had + op.hits, e), 'PXAT', cdiv(e, 1000))
