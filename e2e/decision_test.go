@@ -253,9 +253,11 @@ param_flow:
 			t.Errorf("%s = %v, want %v", metric, got, want)
 		}
 	}
-	e := p.Entry("dry run: would block")
-	if e == nil || e["resource"] != "GET:/reports" || e["reason"] != "not_in_white_list" {
-		t.Errorf("dry-run log entry %v, want the authority block of GET:/reports", e)
+	// The decision log names what would have been refused.
+	if e := waitEntries(p, 1, "decision", func(e map[string]any) bool {
+		return e["result"] == "dry_run" && e["resource"] == "GET:/reports"
+	}); len(e) != 1 || e[0]["reason"] != "authority" || e[0]["rule"] != "authority[0]" {
+		t.Errorf("dry-run decision log entries %v, want one: the authority block of GET:/reports", e)
 	}
 }
 
@@ -303,7 +305,8 @@ authority:
 			t.Errorf("%s = %v, want %v", metric, got, want)
 		}
 	}
-	if e := p.Entry("shadow rule would block"); e == nil || e["resource"] != "GET:/reports" {
-		t.Errorf("shadow log entry %v, want one for GET:/reports", e)
+	if e := waitEntries(p, 1, "decision", func(e map[string]any) bool { return e["shadow"] == true }); len(e) != 1 ||
+		e[0]["resource"] != "GET:/reports" || e[0]["result"] != "allowed" || e[0]["rule"] != "authority[0]" {
+		t.Errorf("shadow decision log entries %v, want one, allowed, for GET:/reports", e)
 	}
 }

@@ -12,9 +12,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -82,12 +79,10 @@ func (r *recorder) queueWaits() []time.Duration {
 	return append([]time.Duration(nil), r.waits...)
 }
 
-// rig is a Server on a loopback gRPC port with clients, a fake clock, a recorder and observed
-// logs.
+// rig is a Server on a loopback gRPC port with clients, a fake clock and a recorder.
 type rig struct {
 	clock *clock
 	rec   *recorder
-	logs  *observer.ObservedLogs
 	srv   *Server
 	auth  authv3.AuthorizationClient
 	rls   rlsv3.RateLimitServiceClient
@@ -116,8 +111,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	}
 	set := &rulestore.Set{Version: 1, Authority: list, ParamFlow: lim,
 		Rules: rulestore.Rules{Authority: cfg.authority, ParamFlow: cfg.paramFlow}}
-	core, logs := observer.New(zapcore.InfoLevel)
-	r := &rig{clock: &clock{t: t0}, rec: &recorder{}, logs: logs}
+	r := &rig{clock: &clock{t: t0}, rec: &recorder{}}
 	r.srv = New(Options{
 		Mapper: m,
 		Rules: func() *rulestore.Set {
@@ -128,7 +122,6 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 		},
 		Now:      r.clock.Now,
 		Recorder: r.rec,
-		Logger:   zap.New(core),
 	})
 	conn := serve(t, r.srv.Register)
 	r.auth = authv3.NewAuthorizationClient(conn)
@@ -243,5 +236,3 @@ func headers(t testing.TB, hs []*corev3.HeaderValueOption) map[string]string {
 	}
 	return m
 }
-
-func zapString(k, v string) zapcore.Field { return zap.String(k, v) }

@@ -37,7 +37,6 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/extauthz/extauthz/descriptors"
@@ -80,8 +79,6 @@ type Options struct {
 	Now func() time.Time
 	// Recorder receives metrics; nil means none.
 	Recorder Recorder
-	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
-	Logger *zap.Logger
 	// Decision is the decision section of the config (throttle queue cap, dry run).
 	Decision policy.Config
 }
@@ -113,7 +110,7 @@ func New(opts Options) *Server {
 		panic("envoyapi: Options.Rules is nil")
 	}
 	s := &Server{mapper: opts.Mapper, policy: policy.New(policy.Options{
-		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Logger: opts.Logger, Config: opts.Decision,
+		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Config: opts.Decision,
 	})}
 	if s.mapper == nil {
 		m, err := descriptors.New(descriptors.Config{})

@@ -81,23 +81,25 @@ func (sh *shard) acquire(i int32, count, n, now, exp int64, id uint64, probe boo
 	return true, 0
 }
 
-// release gives back n slots of slot i, never below zero. Without an id (0) it frees the latest
-// leases first (so that leases whose release was lost are the oldest, and expire first); with
-// one it frees only leases of that id, the latest first, and nothing when there is none (the
-// request it names was refused, or its lease expired). Requires mu held.
+// release gives back n slots of slot i, never below zero: only leases acquired under the same
+// id, the latest first (so that leases whose release was lost are the oldest, and expire
+// first), and nothing when there is none (the request it names was refused, or its lease
+// expired). A release without an id (0) frees only leases acquired without one: it cannot free
+// the slots of requests that named themselves, so a client sending bare releases cannot make
+// room for itself at their expense. Requires mu held.
 func (sh *shard) release(i int32, n int64, id uint64) {
 	s := &sh.at(i).st
 	s.setInFlight(s.inFlight() - sh.free(i, n, id))
 }
 
-// free removes up to n hits from the leases of slot i under id (any lease when id is 0), the
-// latest first, and returns how many it removed. Requires mu held.
+// free removes up to n hits from the leases of slot i under id (0: those acquired without an
+// id), the latest first, and returns how many it removed. Requires mu held.
 func (sh *shard) free(i int32, n int64, id uint64) int64 {
 	ls := sh.leases[i]
 	var freed int64
 	for j := len(ls) - 1; j >= 0 && n > 0; j-- {
 		l := &ls[j]
-		if id != 0 && l.id != id {
+		if l.id != id {
 			continue
 		}
 		k := min(n, l.n)

@@ -145,18 +145,30 @@ func TestConcurrencyLeaseIDs(t *testing.T) {
 			{10 * time.Second, leased("v", "a", 1, true), true, 2},  // a is gone: no-op
 			{11 * time.Second, leased("v", "d", 1, false), true, 2}, // b expired
 		}},
-		{"mixed: a release without id frees the latest lease, ids or not", 0, []step{
+		{"mixed: a release without id frees only a lease without id", 0, []step{
 			{0, leased("v", "a", 1, false), true, 1},
 			{0, one("v", 1), true, 2},
 			{1, leased("v", "b", 1, false), false, 2},
-			{2, rel("v", 1), true, 1},                 // frees the latest: the one without id
+			{2, rel("v", 1), true, 1},                 // frees the one without id
 			{3, leased("v", "b", 1, false), true, 2},  //
-			{4, rel("v", 1), true, 1},                 // frees b's lease
-			{5, leased("v", "b", 1, true), true, 1},   // b's lease is already gone
-			{6, leased("v", "a", 1, true), true, 0},   // a's is not
-			{7, rel("v", 1), true, 0},                 // never below zero
-			{8, leased("v", "x", 1, false), true, 1},  //
+			{4, rel("v", 1), true, 2},                 // a and b named themselves: frees nothing
+			{4, rel("v", 1), true, 2},                 // however many are sent
+			{5, leased("v", "c", 1, false), false, 2}, // so a bare release makes no room
+			{6, leased("v", "b", 1, true), true, 1},   // b's own release frees b's lease
+			{7, leased("v", "a", 1, true), true, 0},   // and a's
+			{8, rel("v", 1), true, 0},                 // never below zero
+			{9, leased("v", "x", 1, false), true, 1},  //
 			{9, leased("v", "zz", 1, false), true, 2}, //
+		}},
+		{"without ids: a release frees the latest lease", 0, []step{
+			{0, one("v", 1), true, 1},
+			{0, one("v", 1), true, 2},
+			{1, one("v", 1), false, 2},
+			{2, rel("v", 1), true, 1},
+			{3, one("v", 1), true, 2},
+			{4, rel("v", 1), true, 1},
+			{4, rel("v", 1), true, 0},
+			{5, rel("v", 1), true, 0}, // never below zero
 		}},
 	}
 	for _, tc := range tests {

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
@@ -53,7 +51,7 @@ type Config struct {
 	// queue_full. 0 means DefaultMaxWaiting.
 	MaxWaiting int `json:"max_waiting"`
 	// DryRun evaluates and reports every rule but refuses and delays nothing: a request that
-	// would have been refused is allowed, logged ("dry run: would block") and counted with
+	// would have been refused is allowed, counted with
 	// result dry_run; a throttled one is let through at once.
 	DryRun bool `json:"dry_run"`
 }
@@ -94,8 +92,6 @@ type Options struct {
 	Now func() time.Time
 	// Recorder receives metrics; nil means none.
 	Recorder Recorder
-	// Logger logs blocks and shadow blocks at info (pass a sampled logger); nil means none.
-	Logger *zap.Logger
 	Config
 }
 
@@ -104,7 +100,6 @@ type Decider struct {
 	rules      func() *rulestore.Set
 	now        func() time.Time
 	rec        Recorder
-	log        *zap.Logger
 	maxWaiting int64
 	dryRun     bool
 	waiting    atomic.Int64              // requests held in throttle queues now
@@ -116,16 +111,13 @@ func New(opts Options) *Decider {
 	if opts.Rules == nil {
 		panic("policy: Options.Rules is nil")
 	}
-	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder, log: opts.Logger,
+	d := &Decider{rules: opts.Rules, now: opts.Now, rec: opts.Recorder,
 		maxWaiting: int64(opts.MaxWaiting), dryRun: opts.DryRun}
 	if d.maxWaiting <= 0 {
 		d.maxWaiting = DefaultMaxWaiting
 	}
 	if d.now == nil {
 		d.now = time.Now
-	}
-	if d.log == nil {
-		d.log = zap.NewNop()
 	}
 	return d
 }
@@ -261,7 +253,6 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			v.Kind, v.At = Authority, i
 			v.Block = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
 				Reason: authorityReason(set, rule, e.Origin)}
-			d.logBlock(req, &v.Block, false)
 			return
 		}
 		if v.Shadow {
@@ -271,7 +262,6 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			v.Shadow = true
 			v.ShadowBlock = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
 				Reason: authorityReason(set, rule, e.Origin)}
-			d.logBlock(req, &v.ShadowBlock, true)
 		}
 	}
 	if set.ParamFlow == nil {
@@ -302,7 +292,6 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	if hd.ShadowBlocked && !v.Shadow && validEntry(hd.Shadow.Entry, len(entries)) {
 		v.Shadow = true
 		v.ShadowBlock = paramBlock(set, entries, &hd.Shadow)
-		d.logBlock(req, &v.ShadowBlock, true)
 	}
 	if !hd.Allowed {
 		at := hd.Block.Entry
@@ -316,7 +305,6 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		if v.RetryAfter <= 0 {
 			v.RetryAfter = st[at].RetryAfter
 		}
-		d.logBlock(req, &v.Block, false)
 		return
 	}
 	if hd.Wait > 0 && d.dryRun {
@@ -364,7 +352,6 @@ func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entrie
 		v.Block.Param = rs[rule].Param
 	}
 	v.RetryAfter = time.Second
-	d.logBlock(req, &v.Block, false)
 }
 
 // hold waits w, or until ctx ends.
@@ -502,31 +489,6 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 			describe(&v.ShadowBlock)
 		}
 	}
-}
-
-func (d *Decider) logBlock(req *Request, b *Block, shadow bool) {
-	msg := "blocked"
-	switch {
-	case shadow:
-		msg = "shadow rule would block"
-	case d.dryRun:
-		msg = "dry run: would block"
-	}
-	ce := d.log.Check(zap.InfoLevel, msg)
-	if ce == nil {
-		return
-	}
-	ce.Write(
-		zap.String("api", req.API),
-		zap.String("domain", req.Domain),
-		zap.String("blocked", b.Kind),
-		zap.Int("rule", b.Rule),
-		zap.String("resource", b.Resource),
-		zap.String("origin", b.Origin),
-		zap.String("param", b.Param),
-		zap.String("value", b.Value),
-		zap.String("reason", b.Reason),
-	)
 }
 
 // authorityReason says why the authority rule at i blocked origin.

@@ -151,7 +151,6 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: s.metrics,
-		Logger:   sampled(red.Logger(log.Named("envoyapi")), s.metrics.LogDropped),
 		Decision: cfg.Decision,
 	})
 	s.grpc = grpc.NewServer(opts...)

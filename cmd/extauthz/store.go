@@ -37,15 +37,12 @@ func runRemote(ctx context.Context, rem *redisstore.Store) error {
 // fallbacks counted into m under the policy's name, and the window of /hot's counts.
 func limiterOptions(cfg config.RedisConfig, hotWindow time.Duration, rem *redisstore.Store, m *metrics.Metrics) hotparam.Options {
 	opts := hotparam.Options{Replicas: cfg.Replicas, TopWindow: hotWindow}
-	policy := cfg.Fallback
-	switch policy {
-	case "allow":
-		opts.Fallback = hotparam.FallbackAllow
-	case "deny":
-		opts.Fallback = hotparam.FallbackDeny
-	default:
-		opts.Fallback, policy = hotparam.FallbackLocal, "local"
+	// The config was validated: a spelling hotparam does not read cannot reach here; the
+	// default (local) stands in for it all the same.
+	if err := opts.Fallback.UnmarshalText([]byte(cfg.Fallback)); err != nil {
+		opts.Fallback = hotparam.FallbackLocal
 	}
+	policy := opts.Fallback.String()
 	if rem != nil {
 		opts.Remote = rem
 		opts.OnFallback = func(error) { m.RedisFallback(policy) }
