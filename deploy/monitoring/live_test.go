@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,7 +219,10 @@ func (tr *traffic) round(n int) {
 	tr.check("web", "", codes.OK)
 	tr.check("mobile", "", codes.PermissionDenied)
 	for i := range 4 {
-		tr.check("web", fmt.Sprintf("r%d-item%d", n, i), codes.OK)
+		// A first sight is allowed, unless both of its cells in the rule's flood sketch hold
+		// depleted items evicted earlier (hotparam/flood.go: with a capacity of 2 the sketch is
+		// small and this happens now and then); either way it evicts an older item.
+		tr.check("web", fmt.Sprintf("r%d-item%d", n, i), codes.OK, codes.PermissionDenied)
 	}
 	tr.check("web", fmt.Sprintf("r%d-item3", n), codes.PermissionDenied)
 
@@ -254,7 +258,7 @@ func (tr *traffic) round(n int) {
 	}
 }
 
-func (tr *traffic) check(origin, item string, want codes.Code) {
+func (tr *traffic) check(origin, item string, want ...codes.Code) {
 	t := tr.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -275,8 +279,8 @@ func (tr *traffic) check(origin, item string, want codes.Code) {
 		t.Fatalf("Check from %q item %q: %v", origin, item, err)
 	}
 	tr.sent++
-	if got := codes.Code(resp.GetStatus().GetCode()); got != want {
-		t.Errorf("Check from %q item %q: %v, want %v", origin, item, got, want)
+	if got := codes.Code(resp.GetStatus().GetCode()); !slices.Contains(want, got) {
+		t.Errorf("Check from %q item %q: %v, want one of %v", origin, item, got, want)
 	}
 }
 
