@@ -33,21 +33,21 @@ type answer struct {
 // answerPool holds the answers free for reuse and those handed out: only an answer it handed
 // out is ever reset, so an answer made anywhere else is never touched.
 type answerPool struct {
-	free sync.Pool // of *answer
-	mu   sync.Mutex
-	out  map[*rlsv3.RateLimitResponse]*answer
+	freeList sync.Pool // of *answer
+	mu       sync.Mutex
+	out      map[*rlsv3.RateLimitResponse]*answer
 }
 
 // get returns an OK answer with n OK statuses, nil when maxOut answers are out.
 func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
-	a, _ := p.free.Get().(*answer)
+	a, _ := p.freeList.Get().(*answer)
 	if a == nil {
 		a = new(answer)
 	}
 	p.mu.Lock()
 	if len(p.out) >= maxOut {
 		p.mu.Unlock()
-		p.free.Put(a)
+		p.freeList.Put(a)
 		return nil
 	}
 	if p.out == nil {
@@ -68,24 +68,34 @@ func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
 	return &a.resp
 }
 
-// put resets v and makes it free for reuse if it is an answer handed out by get; it does
-// nothing to any other message.
-func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
-	if grpc.EnableTracing {
-		return // the trace keeps the message to print it later
-	}
+// take reports whether v is an answer handed out by get, which is then no longer out: the
+// caller gives it back with free once done with it. It never takes any other message.
+func (p *answerPool) take(v *rlsv3.RateLimitResponse) (*answer, bool) {
 	p.mu.Lock()
 	a, ok := p.out[v]
 	if ok {
 		delete(p.out, v)
 	}
 	p.mu.Unlock()
-	if !ok {
+	return a, ok
+}
+
+// free resets a taken answer and makes it free for reuse, unless gRPC traces requests: the
+// trace keeps the message to print it later.
+func (p *answerPool) free(a *answer) {
+	if grpc.EnableTracing {
 		return
 	}
 	for i := range a.slab {
 		a.slab[i].Reset()
 	}
 	a.resp.Reset()
-	p.free.Put(a)
+	p.freeList.Put(a)
+}
+
+// put gives v back if it is an answer handed out by get (see take and free).
+func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
+	if a, ok := p.take(v); ok {
+		p.free(a)
+	}
 }
