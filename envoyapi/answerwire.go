@@ -36,10 +36,11 @@ func marshalAnswer(r *rlsv3.RateLimitResponse) ([]byte, bool) {
 	}
 	b := make([]byte, 0, size)
 	b = appendVarintField(b, 1, uint64(int64(r.OverallCode)))
+	var seen shared
 	for i, s := range r.Statuses {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(sizes[i]))
-		b = appendStatus(b, s)
+		b = appendStatus(b, s, &seen)
 	}
 	if len(r.RawBody) > 0 {
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
@@ -91,12 +92,25 @@ func statusSize(s *rlsv3.RateLimitResponse_DescriptorStatus) (int, bool) {
 	return n, true
 }
 
-func appendStatus(b []byte, s *rlsv3.RateLimitResponse_DescriptorStatus) []byte {
+// shared remembers where the last current_limit and duration_until_reset messages were
+// written (tag included): the handler shares them between statuses, so a status pointing to
+// the same message copies those bytes instead of encoding it again.
+type shared struct {
+	limit             *rlsv3.RateLimitResponse_RateLimit
+	limitAt, limitEnd int
+	reset             *durationpb.Duration
+	resetAt, resetEnd int
+}
+
+func appendStatus(b []byte, s *rlsv3.RateLimitResponse_DescriptorStatus, seen *shared) []byte {
 	if s == nil {
 		return b
 	}
 	b = appendVarintField(b, 1, uint64(int64(s.Code)))
-	if l := s.CurrentLimit; l != nil {
+	if l := s.CurrentLimit; l != nil && l == seen.limit {
+		b = append(b, b[seen.limitAt:seen.limitEnd]...)
+	} else if l != nil {
+		at := len(b)
 		n, _ := limitSize(l)
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(n))
@@ -106,13 +120,18 @@ func appendStatus(b []byte, s *rlsv3.RateLimitResponse_DescriptorStatus) []byte 
 			b = protowire.AppendTag(b, 3, protowire.BytesType)
 			b = protowire.AppendString(b, l.Name)
 		}
+		seen.limit, seen.limitAt, seen.limitEnd = l, at, len(b)
 	}
 	b = appendVarintField(b, 3, uint64(s.LimitRemaining))
-	if d := s.DurationUntilReset; d != nil {
+	if d := s.DurationUntilReset; d != nil && d == seen.reset {
+		b = append(b, b[seen.resetAt:seen.resetEnd]...)
+	} else if d != nil {
+		at := len(b)
 		b = protowire.AppendTag(b, 4, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(durationSize(d)))
 		b = appendVarintField(b, 1, uint64(d.Seconds))
 		b = appendVarintField(b, 2, uint64(int64(d.Nanos)))
+		seen.reset, seen.resetAt, seen.resetEnd = d, at, len(b)
 	}
 	return b
 }

@@ -58,9 +58,20 @@ func randomAnswer(rng *rand.Rand) *rlsv3.RateLimitResponse {
 		if rng.IntN(3) > 0 {
 			s.DurationUntilReset = &durationpb.Duration{Seconds: int64(u32()) - int64(rng.IntN(2))*math.MaxInt32, Nanos: enum() * 999}
 		}
+		if prev := last(r.Statuses); prev != nil && rng.IntN(2) == 0 {
+			// The handler shares these messages between statuses.
+			s.CurrentLimit, s.DurationUntilReset = prev.CurrentLimit, prev.DurationUntilReset
+		}
 		r.Statuses = append(r.Statuses, s)
 	}
 	return r
+}
+
+func last(ss []*rlsv3.RateLimitResponse_DescriptorStatus) *rlsv3.RateLimitResponse_DescriptorStatus {
+	if len(ss) == 0 {
+		return nil
+	}
+	return ss[len(ss)-1]
 }
 
 // marshalAnswer writes the bytes proto.Marshal writes, for every answer it takes.
