@@ -88,9 +88,7 @@ func (p *answerPool) free(a *answer) {
 	if grpc.EnableTracing {
 		return
 	}
-	for i := range a.slab {
-		a.slab[i].Reset()
-	}
+	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)
 	a.resp.Reset()
 	p.freeList.Put(a)
 }
