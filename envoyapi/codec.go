@@ -52,15 +52,22 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m == nil {
 		return nil, fmt.Errorf("proto: cannot marshal %T, want a proto.Message", v)
 	}
+	if r, ok := v.(*rlsv3.RateLimitResponse); ok {
+		if a, ok := answers.take(r); ok {
+			// An answer of ShouldRateLimit, encoded directly when it can be; once encoded,
+			// gRPC does not read it again (see answers) and it is reused.
+			defer answers.free(a)
+			if b, ok := marshalAnswer(r); ok {
+				return wireOf(b), nil
+			}
+		}
+	}
 	b, err := proto.Marshal(m)
 	if err != nil {
 		var lerr error
 		if b, lerr = c.lenientMarshal(m); lerr != nil {
 			return nil, err
 		}
-	}
-	if r, ok := v.(*rlsv3.RateLimitResponse); ok {
-		answers.put(r) // encoded: gRPC does not read it again (see answers)
 	}
 	return wireOf(b), nil
 }

@@ -13,8 +13,10 @@ import (
 // before returning it and keeps nothing of it), and afterwards keeps it only for its own
 // request tracing (grpc.EnableTracing, checked here) and for stats handlers (OutPayload.Payload;
 // the server installs none: a stats handler that reads the payload must come with a codec that
-// does not recycle). An answer that never reaches the codec (the handler called directly) is
-// simply left to the garbage collector.
+// does not recycle). An answer that never reaches the codec (the handler called directly)
+// stays counted as out, up to maxOut; past that, answers are allocated and left to the garbage
+// collector. One mutex guards the answers out: two short critical sections a call, fine on a
+// few cores; shard it if it shows in a profile on many.
 var answers answerPool
 
 // maxOut bounds the answers handed out and not yet given back. An answer is out only between
@@ -33,21 +35,21 @@ type answer struct {
 // answerPool holds the answers free for reuse and those handed out: only an answer it handed
 // out is ever reset, so an answer made anywhere else is never touched.
 type answerPool struct {
-	free sync.Pool // of *answer
-	mu   sync.Mutex
-	out  map[*rlsv3.RateLimitResponse]*answer
+	freeList sync.Pool // of *answer
+	mu       sync.Mutex
+	out      map[*rlsv3.RateLimitResponse]*answer
 }
 
 // get returns an OK answer with n OK statuses, nil when maxOut answers are out.
 func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
-	a, _ := p.free.Get().(*answer)
+	a, _ := p.freeList.Get().(*answer)
 	if a == nil {
 		a = new(answer)
 	}
 	p.mu.Lock()
 	if len(p.out) >= maxOut {
 		p.mu.Unlock()
-		p.free.Put(a)
+		p.freeList.Put(a)
 		return nil
 	}
 	if p.out == nil {
@@ -68,24 +70,32 @@ func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
 	return &a.resp
 }
 
-// put resets v and makes it free for reuse if it is an answer handed out by get; it does
-// nothing to any other message.
-func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
-	if grpc.EnableTracing {
-		return // the trace keeps the message to print it later
-	}
+// take reports whether v is an answer handed out by get, which is then no longer out: the
+// caller gives it back with free once done with it. It never takes any other message.
+func (p *answerPool) take(v *rlsv3.RateLimitResponse) (*answer, bool) {
 	p.mu.Lock()
 	a, ok := p.out[v]
 	if ok {
 		delete(p.out, v)
 	}
 	p.mu.Unlock()
-	if !ok {
+	return a, ok
+}
+
+// free resets a taken answer and makes it free for reuse, unless gRPC traces requests: the
+// trace keeps the message to print it later.
+func (p *answerPool) free(a *answer) {
+	if grpc.EnableTracing {
 		return
 	}
-	for i := range a.slab {
-		a.slab[i].Reset()
-	}
+	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)
 	a.resp.Reset()
-	p.free.Put(a)
+	p.freeList.Put(a)
+}
+
+// put gives v back if it is an answer handed out by get (see take and free).
+func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
+	if a, ok := p.take(v); ok {
+		p.free(a)
+	}
 }
