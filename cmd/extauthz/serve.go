@@ -127,7 +127,6 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 		s.close()
 		return nil, err
 	}
-	s.metrics.SetResources(resources(store.Current()))
 
 	red, err := redact.New(cfg.Sensitive.Params, []byte(cfg.Sensitive.Key))
 	if err != nil {
@@ -363,9 +362,7 @@ func (s *service) onLoad(e rulestore.Event) {
 		for _, w := range e.Warnings {
 			s.log.Warn("rules warning", zap.String("file", e.File), zap.String("warning", w))
 		}
-		if s.store != nil { // nil during the first load, which newService follows up itself
-			s.metrics.SetResources(resources(s.store.Current()))
-		}
+		s.metrics.SetResources(resources(e.Set))
 		return
 	}
 	s.log.Error("rules rejected; the rules in force stay", zap.String("file", e.File),
