@@ -31,6 +31,8 @@ const MaxDomains = 32
 
 // Options configure Metrics.
 type Options struct {
+	// RuleStats, BreakerOpen and RedisCacheHits are the initial Sources (see Watch).
+	//
 	// RuleStats returns the hot-param rules in force and their counters; it is called at scrape
 	// time. Nil means no per-rule metrics.
 	RuleStats func() ([]hotparam.Rule, []hotparam.RuleStats)
@@ -91,7 +93,7 @@ type Metrics struct {
 	redisFallback *prometheus.CounterVec
 	redisBreaker  prometheus.GaugeFunc
 	redisCached   prometheus.CounterFunc
-	breakerOpen   func() bool // nil without a shared store
+	sources       atomic.Pointer[Sources] // read at scrape time; see Watch
 }
 
 // New builds Metrics with a fresh registry.
@@ -105,11 +107,11 @@ func New(opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	m := &Metrics{
+	var m *Metrics // the gauge funcs below read its sources at scrape time
+	m = &Metrics{
 		registry:     prometheus.NewRegistry(),
 		now:          opts.Now,
 		maxResources: opts.MaxResources,
-		breakerOpen:  opts.BreakerOpen,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_decisions_total",
 			Help: "Decisions by API (ext_authz, ratelimit), rate-limit domain, resource (\"\" when no rule names it, \"other\" for one no rule names or past the cap on resources) and result.",
@@ -161,7 +163,7 @@ func New(opts Options) *Metrics {
 			Name: "extauthz_redis_breaker_open",
 			Help: "1 while calls to the shared store are suspended after failures.",
 		}, func() float64 {
-			if opts.BreakerOpen != nil && opts.BreakerOpen() {
+			if f := m.source().BreakerOpen; f != nil && f() {
 				return 1
 			}
 			return 0
@@ -170,12 +172,13 @@ func New(opts Options) *Metrics {
 			Name: "extauthz_redis_blocked_cache_hits_total",
 			Help: "Calls to the shared store refused from the cache of values Redis blocked, without a round trip.",
 		}, func() float64 {
-			if opts.RedisCacheHits == nil {
-				return 0
+			if f := m.source().RedisCacheHits; f != nil {
+				return float64(f())
 			}
-			return float64(opts.RedisCacheHits())
+			return 0
 		}),
 	}
+	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits})
 	noResources, noDomains := table{}, map[string]struct{}{}
 	m.resources.Store(&noResources)
 	m.domains.Store(&noDomains)
@@ -186,14 +189,35 @@ func New(opts Options) *Metrics {
 		m.redisFallback, m.redisBreaker, m.redisCached)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
-	if opts.RuleStats != nil {
-		m.registry.MustRegister(newRuleCollector(opts.RuleStats, opts.MaxRules))
-	}
+	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
 	if !opts.NoRuntime {
 		m.registry.MustRegister(collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// Sources are what m reads from the service at scrape time. A nil func reads as nothing: no
+// per-rule series, the breaker closed, no cache hits.
+type Sources struct {
+	RuleStats      func() ([]hotparam.Rule, []hotparam.RuleStats)
+	BreakerOpen    func() bool // nil: no shared store
+	RedisCacheHits func() uint64
+}
+
+// Watch makes m read src at scrape time from now on. The service builds its metrics first (the
+// rules store and the shared store report to them) and gives them the stores to read once
+// those are built.
+func (m *Metrics) Watch(src Sources) { m.sources.Store(&src) }
+
+func (m *Metrics) source() *Sources { return m.sources.Load() }
+
+// ruleStats reads the rules' counters from the sources; none when there is no source.
+func (m *Metrics) ruleStats() ([]hotparam.Rule, []hotparam.RuleStats) {
+	if f := m.source().RuleStats; f != nil {
+		return f()
+	}
+	return nil, nil
 }
 
 // Registry returns the registry every collector of m is registered on.

@@ -80,9 +80,10 @@ func (m *Metrics) Snapshot(now time.Time) Snapshot {
 }
 
 func (m *Metrics) store() Store {
-	s := Store{Enabled: m.breakerOpen != nil, Fallbacks: map[string]uint64{}}
-	if m.breakerOpen != nil {
-		s.BreakerOpen = m.breakerOpen()
+	open := m.source().BreakerOpen
+	s := Store{Enabled: open != nil, Fallbacks: map[string]uint64{}}
+	if open != nil {
+		s.BreakerOpen = open()
 	}
 	each(m.redisCalls, func(labels map[string]string, v float64) {
 		s.Calls += uint64(v)

@@ -79,10 +79,15 @@ type service struct {
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
 // store, the first load of the rules, the servers.
-func newService(cfg config.Config, log *zap.Logger) (*service, error) {
+func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	s := &service{cfg: cfg, log: log}
-	s.metrics = metrics.New(metrics.Options{RuleStats: s.ruleStats, BreakerOpen: s.breakerOpen,
-		RedisCacheHits: s.redisCacheHits})
+	defer func() {
+		if err != nil {
+			s.close() // what was acquired before the failure
+		}
+	}()
+	// The stores report to the metrics; the metrics read the stores once both are built (Watch).
+	s.metrics = metrics.New(metrics.Options{})
 
 	mapper, err := descriptors.New(cfg.Mapping)
 	if err != nil {
@@ -93,13 +98,11 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	s.tracing, err = tracing.New(context.Background(), tracing.Options{Endpoint: cfg.Tracing.Endpoint,
 		Insecure: cfg.Tracing.Insecure, SampleRatio: cfg.Tracing.SampleRatio})
 	if err != nil {
-		s.close()
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 
 	rem, err := newRemote(cfg.Store.Redis, s.metrics, s.tracing.TracerProvider())
 	if err != nil {
-		s.close()
 		return nil, err
 	}
 	s.remote = rem
@@ -119,24 +122,21 @@ func newService(cfg config.Config, log *zap.Logger) (*service, error) {
 	rulesSource(cfg, &storeOpts)
 	store, err := rulestore.New(storeOpts)
 	if err != nil {
-		s.close()
 		return nil, err
 	}
 	s.store = store
+	s.metrics.Watch(storeSources(store, rem))
 	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store); err != nil {
-		s.close()
 		return nil, err
 	}
 
 	red, err := redact.New(cfg.Sensitive.Params, []byte(cfg.Sensitive.Key))
 	if err != nil {
-		s.close()
 		return nil, fmt.Errorf("sensitive.key: %w", err)
 	}
 
 	opts, err := grpcOptions(cfg, log.Named("tls"))
 	if err != nil {
-		s.close()
 		return nil, err
 	}
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
@@ -306,20 +306,6 @@ func (s *service) close() {
 	}
 }
 
-// breakerOpen reports whether calls to the shared store are suspended.
-func (s *service) breakerOpen() bool {
-	return s.remote != nil && s.remote.Stats().BreakerOpen
-}
-
-// redisCacheHits counts the calls to the shared store refused from its cache of blocked
-// values; 0 without a shared store.
-func (s *service) redisCacheHits() uint64 {
-	if s.remote == nil {
-		return 0
-	}
-	return s.remote.Stats().CacheHits
-}
-
 // sweep forgets the idle hot-param values of the rules in force every interval until ctx
 // ends (hotparam's Limiter.Sweep), so that memory follows the values in use.
 func (s *service) sweep(ctx context.Context, interval time.Duration) {
@@ -369,11 +355,19 @@ func (s *service) onLoad(e rulestore.Event) {
 		zap.Uint64("version", e.Version), zap.Error(e.Err))
 }
 
-// ruleStats reads the hot-param counters for the metrics. (A Set the store built always has
-// a Limiter, empty without param_flow rules.)
-func (s *service) ruleStats() ([]hotparam.Rule, []hotparam.RuleStats) {
-	lim := s.store.Current().ParamFlow
-	return lim.Rules(), lim.Stats()
+// storeSources are what the metrics read at scrape time: the hot-param counters of the rules in
+// force (a Set the store built always has a Limiter, empty without param_flow rules) and, with
+// a shared store, its breaker and its cache of blocked values.
+func storeSources(store *rulestore.Store, rem *redisstore.Store) metrics.Sources {
+	src := metrics.Sources{RuleStats: func() ([]hotparam.Rule, []hotparam.RuleStats) {
+		lim := store.Current().ParamFlow
+		return lim.Rules(), lim.Stats()
+	}}
+	if rem != nil {
+		src.BreakerOpen = func() bool { return rem.Stats().BreakerOpen }
+		src.RedisCacheHits = func() uint64 { return rem.Stats().CacheHits }
+	}
+	return src
 }
 
 // top lists the busiest values of each hot-param rule.
