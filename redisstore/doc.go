@@ -9,7 +9,9 @@
 // that spaces a value's requests Duration/Count apart and blocks a request whose wait would
 // exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that expire after
 // Lease and that a release frees: the lease its LeaseID names (nothing when that id holds none),
-// else the newest first, never below zero. A release of a Refund rule (bucket or throttle) gives
+// else the newest lease acquired without an id (never an id's: bare releases cannot free the
+// slots of requests that named themselves), never below zero. Acquisitions under one LeaseID
+// are all that id's; unlike the local engine, they end together, when the newest ends. A release of a Refund rule (bucket or throttle) gives
 // back at most what the acquisition with the same LeaseID consumed for that value: nothing for
 // a refused request (it consumed nothing), nothing without a LeaseID, never twice, and nothing
 // once the rule's Lease has passed since the acquisition. A call is all or nothing: unless every op that is not
