@@ -11,7 +11,9 @@
 --   rate/duration is count per duration in lowest terms (both divided by their gcd).
 --
 -- A bucket or throttle state is a string of 3 little-endian doubles: x, y, scale. A concurrency
--- value is a sorted set of leases scored by their expiry (us). The leases of an id are held by
+-- value is a sorted set of leases scored by their expiry e (us): +e for a lease with an id, -e
+-- for one without (so that the newest of those is the lowest score, found without reading the
+-- id's leases). The leases of an id are held by
 -- members "=id:1" .. "=id:n", all with one score: an acquisition under an id already held adds
 -- "=id:n+1" .. and moves the id's end to the later one (its slots stay held as long as its
 -- newest lease). One without an id is held by "nonce:op:1" .. "nonce:op:hits". A release with an
@@ -156,7 +158,7 @@ local function load(op)
   s = {kind = op.kind, x = false, y = false, held = false, cap = 0, scale = 0, full = 0,
     saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false}
   if op.kind == 3 then
-    call('ZREMRANGEBYSCORE', key, '-inf', now)
+    call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
     s.card = call('ZCARD', key)
     s.stored = s.card
     s.adds = {}
@@ -315,10 +317,14 @@ if has_concurrency then
   -- are removed at once, acquisitions added at the end).
   local function first_end(s, key)
     if s.stored > 0 then
-      local e = call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      return tonumber(e[2])
+      local e = math.huge
+      local a = call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if a[2] then e = tonumber(a[2]) end
+      a = call('ZREVRANGEBYSCORE', key, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if a[2] then e = min(e, -tonumber(a[2])) end
+      return e
     end
-    if #s.adds > 0 then return s.adds[1] end
+    if #s.adds > 0 then return math.abs(s.adds[1]) end
     return now + s.lease
   end
 
@@ -367,22 +373,9 @@ if has_concurrency then
     remove(s, key, m)
   end
 
-  -- release_bare removes up to hits of the newest members without an id (not starting "="),
-  -- reading the set from its highest scores a page at a time.
+  -- release_bare removes up to hits of the newest leases without an id: the lowest scores.
   local function release_bare(s, key, op)
-    local m, off, page = {}, 0, 64
-    while #m < op.hits do
-      local got = call('ZREVRANGE', key, off, off + page - 1)
-      for _, x in ipairs(got) do
-        if string.sub(x, 1, 1) ~= '=' then
-          m[#m + 1] = x
-          if #m == op.hits then break end
-        end
-      end
-      if #got < page then break end
-      off = off + page
-    end
-    remove(s, key, m)
+    remove(s, key, call('ZRANGEBYSCORE', key, '-inf', '(0', 'LIMIT', 0, op.hits))
   end
 
   concurrency = function(s, op, r, i)
@@ -413,7 +406,7 @@ if has_concurrency then
       local e = now + op.lease
       if lid == '' then
         for j = 1, op.hits do
-          s.adds[#s.adds + 1] = e
+          s.adds[#s.adds + 1] = -e
           s.adds[#s.adds + 1] = anonymous(i, j)
         end
       else
