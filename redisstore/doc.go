@@ -43,7 +43,8 @@
 // hash of it). The hash tag is the value, so all rules of one value share a Redis Cluster slot.
 // A bucket is a string of three little-endian doubles (units, time, scale; no parsing), expiring when it would be full again (a full bucket
 // is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
-// sorted set of lease expiries (members named by the lease id, or by the call), expiring with its
+// sorted set of lease expiries (members named by the lease id, scored +end, or by the call,
+// scored -end so that the newest lease without an id is the lowest score), expiring with its
 // last lease and deleted when empty. A Refund rule's acquisition with a LeaseID adds a record
 // of what it consumed at Prefix:{value}:ruleID:r:leaseID ("hits end"), expiring with the lease
 // and deleted by the release that gives it all back. Redis memory is therefore bounded by the values active
