@@ -37,8 +37,8 @@ func TestConcurrency(t *testing.T) {
 }
 
 // A release with a lease id frees that lease only, and nothing when the id holds none; a release
-// without one frees the newest lease, so that a lease whose release was lost is the oldest and
-// expires first.
+// without one frees the newest lease acquired without an id (never an id's), so that a lease
+// whose release was lost is the oldest and expires first.
 func TestConcurrencyLeaseIDs(t *testing.T) {
 	s, srv, clk := newTestStore(t)
 	base := hotparam.RemoteOp{RuleID: "c2", Value: "v", Grade: hotparam.Concurrency, Count: 2, Lease: 10 * time.Second}
@@ -57,8 +57,8 @@ func TestConcurrencyLeaseIDs(t *testing.T) {
 		{2 * sec, "a", 1, true, ok(1, 0, 0, 0)},     // a second release of a: no-op
 		{3 * sec, "", 1, false, ok(0, 0, 0, 0)},     // anonymous, ends at 13s
 		{4 * sec, "", 1, true, ok(1, 0, 0, 0)},      // the newest (13s) goes: b ends at 11s
-		{5 * sec, "b", 1, false, ok(0, 0, 0, 0)},    // b is held: this lease is anonymous
-		{6 * sec, "b", 1, true, ok(1, 0, 0, 0)},     // frees the named b (11s), the anonymous stays
+		{5 * sec, "b", 1, false, ok(0, 0, 0, 0)},    // b is held: b holds two, both end at 15s
+		{6 * sec, "b", 1, true, ok(1, 0, 0, 0)},     // frees one of b's, the other ends at 15s
 		{7 * sec, "m", 2, false, no(1, 0, 8*sec)},   // two slots need the 15s lease gone
 		{16 * sec, "m", 2, false, ok(0, 0, 0, 0)},   // everything expired: m holds both
 		{16 * sec, "m", 1, true, ok(1, 0, 0, 0)},    // one hit of m back

@@ -9,7 +9,9 @@
 // that spaces a value's requests Duration/Count apart and blocks a request whose wait would
 // exceed MaxWait (the wait is returned, the caller sleeps); concurrency leases that expire after
 // Lease and that a release frees: the lease its LeaseID names (nothing when that id holds none),
-// else the newest first, never below zero. A release of a Refund rule (bucket or throttle) gives
+// else the newest lease acquired without an id (never an id's: bare releases cannot free the
+// slots of requests that named themselves), never below zero. Acquisitions under one LeaseID
+// are all that id's; unlike the local engine, they end together, when the newest ends. A release of a Refund rule (bucket or throttle) gives
 // back at most what the acquisition with the same LeaseID consumed for that value: nothing for
 // a refused request (it consumed nothing), nothing without a LeaseID, never twice, and nothing
 // once the rule's Lease has passed since the acquisition. A call is all or nothing: unless every op that is not
@@ -41,7 +43,8 @@
 // hash of it). The hash tag is the value, so all rules of one value share a Redis Cluster slot.
 // A bucket is a string of three little-endian doubles (units, time, scale; no parsing), expiring when it would be full again (a full bucket
 // is deleted); a throttle schedule expires when it is in the past; a concurrency value is a
-// sorted set of lease expiries (members named by the lease id, or by the call), expiring with its
+// sorted set of lease expiries (members named by the lease id, scored +end, or by the call,
+// scored -end so that the newest lease without an id is the lowest score), expiring with its
 // last lease and deleted when empty. A Refund rule's acquisition with a LeaseID adds a record
 // of what it consumed at Prefix:{value}:ruleID:r:leaseID ("hits end"), expiring with the lease
 // and deleted by the release that gives it all back. Redis memory is therefore bounded by the values active

@@ -94,6 +94,29 @@ var parityCalls = []call{
 	{24 * time.Second, "conc", p("user", "w"), 1, false, ""},
 	{31 * time.Second, "conc", p("user", "w"), 1, false, "e"}, // b (ends 31s) expired, not a
 	{31 * time.Second, "conc", p("user", "w"), 1, false, "f"},
+	// concurrency: a release without a lease id frees only a slot acquired without one
+	{40 * time.Second, "conc", p("user", "z"), 1, false, "a"},
+	{40 * time.Second, "conc", p("user", "z"), 1, false, "b"},
+	{40 * time.Second, "conc", p("user", "z"), 1, true, ""}, // a and b hold both: nothing freed
+	{40 * time.Second, "conc", p("user", "z"), 1, true, ""},
+	{40 * time.Second, "conc", p("user", "z"), 3, true, ""},
+	{40 * time.Second, "conc", p("user", "z"), 1, false, "c"}, // refused
+	{41 * time.Second, "conc", p("user", "z"), 1, true, "a"},
+	{41 * time.Second, "conc", p("user", "z"), 1, false, ""},  // acquired bare
+	{41 * time.Second, "conc", p("user", "z"), 1, false, "d"}, // refused
+	{41 * time.Second, "conc", p("user", "z"), 1, true, ""},   // frees the bare slot
+	{41 * time.Second, "conc", p("user", "z"), 1, false, "d"},
+	// concurrency: two acquisitions under one lease id are both that id's
+	{50 * time.Second, "conc", p("user", "q"), 1, false, "s"},
+	{50 * time.Second, "conc", p("user", "q"), 1, false, "s"},
+	{50 * time.Second, "conc", p("user", "q"), 1, false, "t"}, // refused
+	{51 * time.Second, "conc", p("user", "q"), 1, true, ""},   // s holds both: nothing freed
+	{51 * time.Second, "conc", p("user", "q"), 1, false, "t"}, // refused
+	{51 * time.Second, "conc", p("user", "q"), 1, true, "s"},
+	{51 * time.Second, "conc", p("user", "q"), 1, false, "t"},
+	{52 * time.Second, "conc", p("user", "q"), 1, true, "s"}, // s's second slot
+	{52 * time.Second, "conc", p("user", "q"), 1, false, "u"},
+	{52 * time.Second, "conc", p("user", "q"), 1, false, "v"}, // t and u hold both: refused
 	// refund: 3 per 3s, negative hits give tokens back
 	{0, "refund", p("key", "k"), 3, false, ""},
 	{0, "refund", p("key", "k"), 1, false, ""},

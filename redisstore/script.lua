@@ -11,10 +11,16 @@
 --   rate/duration is count per duration in lowest terms (both divided by their gcd).
 --
 -- A bucket or throttle state is a string of 3 little-endian doubles: x, y, scale. A concurrency
--- value is a sorted set of leases scored by their expiry (us). A lease with an id is held by
--- members "=id:1" .. "=id:hits"; one without, by "nonce:op:1" .. "nonce:op:hits". A release with
--- an id removes that id's members (the highest numbers first), and nothing when the id holds
--- none; a release without an id removes the newest leases (highest expiry).
+-- value is a sorted set of leases scored by their expiry e (us): +e for a lease with an id, -e
+-- for one without (so that the newest of those is the lowest score, found without reading the
+-- id's leases). The leases of an id are held by
+-- members "=id:1" .. "=id:n", all with one score: an acquisition under an id already held adds
+-- "=id:n+1" .. and moves the id's end to the later one (its slots stay held as long as its
+-- newest lease). One without an id is held by "nonce:op:1" .. "nonce:op:hits". A release with an
+-- id removes that id's members (the highest numbers first), and nothing when the id holds none;
+-- a release without an id removes the newest leases acquired without one (highest expiry), never
+-- an id's, as the memory engine (hotparam shard.free): bare releases cannot free the slots of
+-- requests that named themselves.
 --
 -- A refund (a release of a Refund rule's bucket or throttle) gives back at most what the
 -- acquisition of the same lease id consumed for that value, and nothing without a lease id: an
@@ -152,7 +158,7 @@ local function load(op)
   s = {kind = op.kind, x = false, y = false, held = false, cap = 0, scale = 0, full = 0,
     saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false}
   if op.kind == 3 then
-    call('ZREMRANGEBYSCORE', key, '-inf', now)
+    call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
     s.card = call('ZCARD', key)
     s.stored = s.card
     s.adds = {}
@@ -311,10 +317,14 @@ if has_concurrency then
   -- are removed at once, acquisitions added at the end).
   local function first_end(s, key)
     if s.stored > 0 then
-      local e = call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      return tonumber(e[2])
+      local e = math.huge
+      local a = call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if a[2] then e = tonumber(a[2]) end
+      a = call('ZREVRANGEBYSCORE', key, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if a[2] then e = min(e, -tonumber(a[2])) end
+      return e
     end
-    if #s.adds > 0 then return s.adds[1] end
+    if #s.adds > 0 then return math.abs(s.adds[1]) end
     return now + s.lease
   end
 
@@ -338,12 +348,13 @@ if has_concurrency then
     s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
   end
 
-  -- release_id removes up to hits members of the lease named lid, the highest numbers first.
-  local function release_id(s, key, op, lid)
-    local score = call('ZSCORE', key, named(lid, 1))
-    if not score then return end
-    local pre = '=' .. lid .. ':'
+  -- held returns the numbers of the members held by id lid, highest first (all share the score
+  -- of "=lid:1"; other members with that score are skipped).
+  local function held(key, lid)
     local js = {}
+    local score = call('ZSCORE', key, named(lid, 1))
+    if not score then return js, 0 end
+    local pre = '=' .. lid .. ':'
     for _, m in ipairs(call('ZRANGEBYSCORE', key, score, score)) do
       if string.sub(m, 1, #pre) == pre then
         local j = tonumber(string.sub(m, #pre + 1))
@@ -351,9 +362,20 @@ if has_concurrency then
       end
     end
     table.sort(js, function(a, b) return a > b end)
+    return js, tonumber(score)
+  end
+
+  -- release_id removes up to hits members of the lease named lid, the highest numbers first.
+  local function release_id(s, key, op, lid)
+    local js = held(key, lid)
     local m = {}
-    for x = 1, min(op.hits, #js) do m[x] = pre .. js[x] end
+    for x = 1, min(op.hits, #js) do m[x] = named(lid, js[x]) end
     remove(s, key, m)
+  end
+
+  -- release_bare removes up to hits of the newest leases without an id: the lowest scores.
+  local function release_bare(s, key, op)
+    remove(s, key, call('ZRANGEBYSCORE', key, '-inf', '(0', 'LIMIT', 0, op.hits))
   end
 
   concurrency = function(s, op, r, i)
@@ -361,41 +383,50 @@ if has_concurrency then
     s.lease = op.lease
     if op.undo then
       -- give back the leases this nonce's call added (a cross-slot call that blocked elsewhere)
-      local m = {}
-      for j = 1, op.hits do m[j] = anonymous(i, j) end
-      local before = s.stored
-      remove(s, key, m)
       local lid = id(op)
-      if s.stored == before and lid ~= '' then
-        m = {}
-        for j = 1, op.hits do m[j] = named(lid, j) end
+      if lid ~= '' then
+        release_id(s, key, op, lid)
+      else
+        local m = {}
+        for j = 1, op.hits do m[j] = anonymous(i, j) end
         remove(s, key, m)
       end
     elseif op.release then
       local lid = id(op)
       if lid ~= '' then
         release_id(s, key, op, lid)
-      else
-        local d = min(op.hits, s.stored)
-        if d > 0 then
-          call('ZPOPMAX', key, d)
-          s.stored, s.card, s.dirty = s.stored - d, s.card - d, true
-        end
+      elseif s.stored > 0 then
+        release_bare(s, key, op)
       end
     elseif op.probe and s.card + op.hits <= op.count then
       -- a probe that would pass takes nothing
     elseif s.card + op.hits <= op.count then
       save(s)
-      -- an id already held (or taken earlier in this call) leaves this lease anonymous
       local lid = id(op)
-      local byid = lid ~= '' and not s.names[lid] and not call('ZSCORE', key, named(lid, 1))
-      if byid then s.names[lid] = true end
       local e = now + op.lease
-      for j = 1, op.hits do
-        local m = anonymous(i, j)
-        if byid then m = named(lid, j) end
-        s.adds[#s.adds + 1] = e
-        s.adds[#s.adds + 1] = m
+      if lid == '' then
+        for j = 1, op.hits do
+          s.adds[#s.adds + 1] = -e
+          s.adds[#s.adds + 1] = anonymous(i, j)
+        end
+      else
+        -- an id already held (or taken earlier in this call) numbers on after its members, which
+        -- move to the later end (ZADD of a member held updates its score)
+        local top = s.names[lid]
+        if not top then
+          local js, score = held(key, lid)
+          top = js[1] or 0
+          e = max(e, score)
+          for x = #js, 1, -1 do
+            s.adds[#s.adds + 1] = e
+            s.adds[#s.adds + 1] = named(lid, js[x])
+          end
+        end
+        for j = top + 1, top + op.hits do
+          s.adds[#s.adds + 1] = e
+          s.adds[#s.adds + 1] = named(lid, j)
+        end
+        s.names[lid] = top + op.hits
       end
       s.card, s.taken = s.card + op.hits, true
     else
