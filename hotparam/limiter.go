@@ -34,7 +34,8 @@ type Entry struct {
 	// LeaseID, when not empty, names the concurrency lease this entry acquires, or the one it
 	// releases: a release then frees only a lease of that id held for the same value, and is a
 	// no-op when there is none (a request that was refused never held one). Without it a
-	// release frees the value's newest lease.
+	// release frees only a lease acquired without an id (the newest), never one held under an
+	// id, so a client cannot free other requests' slots with bare releases.
 	//
 	// On a Refund rule it names what the acquire consumed: a release gives back at most the
 	// tokens the acquire of the same id took for that value and were not given back yet, and
