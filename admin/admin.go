@@ -4,13 +4,11 @@ package admin
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
 	"time"
 
-	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/rulestore"
@@ -163,33 +161,12 @@ type LastError struct {
 	Message string    `json:"message"`
 }
 
-// AuthorityRule is an authority rule as the rules file spells it.
-type AuthorityRule struct {
-	Resource      string   `json:"resource"`
-	Strategy      string   `json:"strategy"`
-	Origins       []string `json:"origins"`
-	MissingOrigin string   `json:"missing_origin"`
-	Shadow        bool     `json:"shadow"` // evaluated and counted, never blocks
-}
-
-// ParamRule is a hot-param rule as the rules file spells it.
-type ParamRule struct {
-	Resource        string           `json:"resource"`
-	Param           string           `json:"param"`
-	Grade           string           `json:"grade"`
-	Count           int64            `json:"count"`
-	Duration        string           `json:"duration,omitempty"`
-	Burst           int64            `json:"burst,omitempty"`
-	Behavior        string           `json:"behavior,omitempty"`
-	MaxQueueingTime string           `json:"max_queueing_time,omitempty"`
-	Items           map[string]int64 `json:"items,omitempty"`
-	Lease           string           `json:"lease,omitempty"`
-	Capacity        int              `json:"capacity,omitempty"`
-	Refund          bool             `json:"refund"`
-	Cluster         bool             `json:"cluster"`
-	Shadow          bool             `json:"shadow"`
-	Match           string           `json:"match,omitempty"` // e.g. `prefix: "vip-"`
-}
+// AuthorityRule and ParamRule are the rules as rulestore renders them: as the rules file
+// spells them.
+type (
+	AuthorityRule = rulestore.AuthorityJSON
+	ParamRule     = rulestore.ParamFlowJSON
+)
 
 // rulesView renders set and last; the values of the rules' items go through redact (when not
 // nil), as the values of /hot do.
@@ -209,10 +186,10 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError, redact func(param,
 	}
 	v.Warnings = append(v.Warnings, set.Rules.Warnings...)
 	for _, r := range set.Rules.Authority {
-		v.Authority = append(v.Authority, authorityView(r))
+		v.Authority = append(v.Authority, rulestore.AuthorityOf(r))
 	}
 	for _, r := range set.Rules.ParamFlow {
-		p := paramView(r)
+		p := rulestore.ParamFlowOf(r)
 		if redact != nil && len(p.Items) > 0 {
 			items := make(map[string]int64, len(p.Items))
 			for value, count := range p.Items {
@@ -223,64 +200,6 @@ func rulesView(set *rulestore.Set, last *rulestore.LoadError, redact func(param,
 		v.ParamFlow = append(v.ParamFlow, p)
 	}
 	return v
-}
-
-func authorityView(r authority.Rule) AuthorityRule {
-	// The default for a request without an origin: deny for a white list, allow for a black one.
-	missing := r.MissingOrigin
-	if missing == authority.MissingDefault {
-		missing = authority.MissingDeny
-		if r.Strategy == authority.Black {
-			missing = authority.MissingAllow
-		}
-	}
-	v := AuthorityRule{
-		Resource:      r.Resource,
-		Strategy:      r.Strategy.String(),
-		Origins:       r.Origins,
-		MissingOrigin: missing.String(),
-		Shadow:        r.Shadow,
-	}
-	if v.Origins == nil {
-		v.Origins = []string{}
-	}
-	return v
-}
-
-func paramView(r hotparam.Rule) ParamRule {
-	v := ParamRule{
-		Resource: r.Resource,
-		Param:    r.Param,
-		Count:    r.Count,
-		Items:    r.Items,
-		Capacity: r.Capacity,
-		Refund:   r.Refund,
-		Cluster:  r.Cluster,
-		Shadow:   r.Shadow,
-	}
-	if m, ok := r.Match.(fmt.Stringer); ok {
-		v.Match = m.String()
-	}
-	v.Grade = r.Grade.String()
-	if r.Grade == hotparam.Concurrency {
-		v.Lease = durationString(r.Lease)
-		return v
-	}
-	v.Lease = durationString(r.Lease) // a refund rule's lease; empty otherwise
-	v.Duration = durationString(r.Duration)
-	v.Burst = r.Burst
-	v.Behavior = r.Behavior.String()
-	if r.Behavior == hotparam.Throttle {
-		v.MaxQueueingTime = r.MaxQueueingTime.String()
-	}
-	return v
-}
-
-func durationString(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
 }
 
 // Hot is the body of /hot.

@@ -210,7 +210,7 @@ func resourcesView(set *rulestore.Set, snap metrics.Snapshot, top []hotparam.Rul
 			}
 		}
 		for i, r := range set.Rules.Authority {
-			ref := RuleRef{Kind: "authority", Index: i, Label: authorityView(r).Strategy + " list"}
+			ref := RuleRef{Kind: "authority", Index: i, Label: rulestore.AuthorityOf(r).Strategy + " list"}
 			if j, ok := at[r.Resource]; ok && j >= 0 && out[j].Totals != nil {
 				ref.Blocks = out[j].Totals.Authority
 			}
@@ -228,7 +228,7 @@ func resourcesView(set *rulestore.Set, snap metrics.Snapshot, top []hotparam.Rul
 			per[r.Resource] = k
 		}
 		for i, r := range set.Rules.ParamFlow {
-			ref := RuleRef{Kind: "param_flow", Index: i, Label: paramView(r).Grade + " on " + r.Param,
+			ref := RuleRef{Kind: "param_flow", Index: i, Label: rulestore.ParamFlowOf(r).Grade + " on " + r.Param,
 				Shadow: r.Shadow, Blocks: blocked[i], Recent: true}
 			if j, ok := at[r.Resource]; ok && j >= 0 && out[j].Totals != nil {
 				switch k := per[r.Resource]; {

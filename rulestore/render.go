@@ -1,0 +1,98 @@
+package rulestore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// AuthorityJSON is an authority rule as the rules file spells it, in the native format's
+// field names: what /rules shows.
+type AuthorityJSON struct {
+	Resource      string   `json:"resource"`
+	Strategy      string   `json:"strategy"`
+	Origins       []string `json:"origins"`
+	MissingOrigin string   `json:"missing_origin"`
+	Shadow        bool     `json:"shadow"` // evaluated and counted, never blocks
+}
+
+// ParamFlowJSON is a param-flow rule as the rules file spells it (defaults filled in).
+type ParamFlowJSON struct {
+	Resource        string           `json:"resource"`
+	Param           string           `json:"param"`
+	Grade           string           `json:"grade"`
+	Count           int64            `json:"count"`
+	Duration        string           `json:"duration,omitempty"`
+	Burst           int64            `json:"burst,omitempty"`
+	Behavior        string           `json:"behavior,omitempty"`
+	MaxQueueingTime string           `json:"max_queueing_time,omitempty"`
+	Items           map[string]int64 `json:"items,omitempty"`
+	Lease           string           `json:"lease,omitempty"`
+	Capacity        int              `json:"capacity,omitempty"`
+	Refund          bool             `json:"refund"`
+	Cluster         bool             `json:"cluster"`
+	Shadow          bool             `json:"shadow"`
+	Match           string           `json:"match,omitempty"` // e.g. `prefix: "vip-"`
+}
+
+// AuthorityOf renders r as the rules file spells it, its missing-origin default made explicit.
+func AuthorityOf(r authority.Rule) AuthorityJSON {
+	// The default for a request without an origin: deny for a white list, allow for a black one.
+	missing := r.MissingOrigin
+	if missing == authority.MissingDefault {
+		missing = authority.MissingDeny
+		if r.Strategy == authority.Black {
+			missing = authority.MissingAllow
+		}
+	}
+	v := AuthorityJSON{
+		Resource:      r.Resource,
+		Strategy:      r.Strategy.String(),
+		Origins:       r.Origins,
+		MissingOrigin: missing.String(),
+		Shadow:        r.Shadow,
+	}
+	if v.Origins == nil {
+		v.Origins = []string{}
+	}
+	return v
+}
+
+// ParamFlowOf renders r as the rules file spells it.
+func ParamFlowOf(r hotparam.Rule) ParamFlowJSON {
+	v := ParamFlowJSON{
+		Resource: r.Resource,
+		Param:    r.Param,
+		Count:    r.Count,
+		Items:    r.Items,
+		Capacity: r.Capacity,
+		Refund:   r.Refund,
+		Cluster:  r.Cluster,
+		Shadow:   r.Shadow,
+	}
+	if m, ok := r.Match.(fmt.Stringer); ok {
+		v.Match = m.String()
+	}
+	v.Grade = r.Grade.String()
+	if r.Grade == hotparam.Concurrency {
+		v.Lease = durationString(r.Lease)
+		return v
+	}
+	v.Lease = durationString(r.Lease) // a refund rule's lease; empty otherwise
+	v.Duration = durationString(r.Duration)
+	v.Burst = r.Burst
+	v.Behavior = r.Behavior.String()
+	if r.Behavior == hotparam.Throttle {
+		v.MaxQueueingTime = r.MaxQueueingTime.String()
+	}
+	return v
+}
+
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
