@@ -339,12 +339,25 @@ func load(path string) ([]byte, error) {
 		}
 		size = fi.Size() + 1 // the extra byte sees EOF without growing
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
-		return nil, err
+	// Read into the buffer by hand: bytes.Buffer.ReadFrom wants 512 bytes free before each read
+	// and would double a buffer sized to the file on its last read.
+	buf := make([]byte, 0, size)
+	r := io.LimitReader(f, MaxFileSize+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if buf.Len() > MaxFileSize {
+	if len(buf) > MaxFileSize {
 		return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
