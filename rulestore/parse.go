@@ -180,8 +180,11 @@ func toJSON(file string, data []byte) ([]byte, error) {
 		if err := checkJSONDepth(data); err != nil {
 			return nil, fmt.Errorf("cannot parse JSON: %v", err)
 		}
+		// json.Valid checks without copying; Unmarshal runs only to explain invalid input.
 		var v json.RawMessage
-		if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
+		if json.Valid(data) {
+			v = bytes.TrimSpace(data)
+		} else if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
 				line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
@@ -296,6 +299,7 @@ type parser struct {
 	sawMeta           bool                // Sentinel dashboard metadata was set aside
 	apis              map[string][]string // ApiDefinitions by name: their paths, for messages
 	sources           map[string]string   // params read from mapping sources, by param: the source
+	paramDoc          paramFlowDoc        // the param_flow rule being decoded
 }
 
 // rule starts the problem list of one rule.
