@@ -256,6 +256,31 @@ func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int
 		id  identity
 		nth int
 	}
+	if len(byResource) == len(rules) {
+		// One rule a resource: every nth is 0, and a rule matches old's rule of its resource,
+		// found by one lookup (none when old's index is this one: no rule moved).
+		for i := range rules {
+			var prev *ruleState
+			switch {
+			case old == nil:
+			case len(old.byResource) == len(old.rules) && len(old.rules) == len(rules) && old.rules[i].Resource == rules[i].Resource:
+				prev = old.compiled[i]
+			default:
+				// Each group of old is scanned once at most, as no two new rules share it.
+				id := identityOf(&rules[i])
+				for _, j := range old.byResource[rules[i].Resource] {
+					if c := old.compiled[j]; c.nth == 0 && c.ident == id {
+						prev = c
+						break
+					}
+				}
+			}
+			if prev != nil && prev.ident == identityOf(&rules[i]) {
+				from[i] = prev
+			}
+		}
+		return nth, from
+	}
 	for res, idx := range byResource {
 		var was []int32
 		if old != nil {
