@@ -3,6 +3,8 @@ package rulestore
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -100,7 +102,13 @@ func scanMembersInto(ms []member, raw []byte) ([]member, error) {
 			return ms, errNotObject
 		}
 		end, esc := skipString(raw, i)
-		name := jsonString(raw[i:end], esc)
+		name, known := "", false
+		if !esc {
+			name, known = fieldNames[string(raw[i+1:end-1])] // no allocation for the lookup
+		}
+		if !known {
+			name = jsonString(raw[i:end], esc)
+		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {
 			return ms, errNotObject
@@ -136,3 +144,22 @@ func scanElements(raw []byte) ([]json.RawMessage, error) {
 	}
 	return out, nil
 }
+
+// fieldNames holds the field names of the rule documents, so that scanMembers gives a member
+// whose name is one of them that string, instead of a copy per rule of the file.
+var fieldNames = func() map[string]string {
+	names := map[string]string{}
+	for _, doc := range []any{
+		nativeFile{}, authorityDoc{}, paramFlowDoc{}, itemDoc{}, matchDoc{},
+		sentinelFile{}, sentinelParamDoc{}, sentinelItemDoc{}, sentinelClusterDoc{}, sentinelAuthorityDoc{},
+		goHotspotDoc{}, goSpecificValue{}, gatewayDoc{}, gatewayItemDoc{}, apiDoc{}, apiPredicateDoc{},
+	} {
+		t := reflect.TypeOf(doc)
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				names[name] = name
+			}
+		}
+	}
+	return names
+}()
