@@ -131,13 +131,21 @@ func BenchmarkParse50k(b *testing.B) {
 // BenchmarkReload50k measures a whole reload of a 50,000-rule file in which 1,000 rules changed
 // threshold, with values tracked in 1,000 rules: read, parse, validate, compile (keeping every
 // rule's state) and swap. Target: ≤ 250 ms, ≤ 50 MB allocated (JSON; YAML is reported).
+//
+// rules.json/inserted is the same with, besides, one rule added at the top of the file on
+// every other reload, so that every rule changes place.
 func BenchmarkReload50k(b *testing.B) {
-	for _, format := range []string{"rules.yaml", "rules.json"} {
-		b.Run(format, func(b *testing.B) {
+	for _, name := range []string{"rules.yaml", "rules.json", "rules.json/inserted"} {
+		format, inserted := strings.CutSuffix(name, "/inserted")
+		b.Run(name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), format)
 			var contents [2][]byte
 			for i := range contents {
 				contents[i] = rulesN(50000, i)
+				if inserted && i == 1 {
+					top := "param_flow:\n  - {resource: \"GET:/top\", param: user, count: 1}\n"
+					contents[i] = append([]byte(top), contents[i][len("param_flow:\n"):]...)
+				}
 				if format == "rules.json" {
 					js, err := yaml.YAMLToJSON(contents[i])
 					if err != nil {
