@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -133,15 +134,20 @@ func BenchmarkParse50k(b *testing.B) {
 // rule's state) and swap. Target: ≤ 250 ms, ≤ 50 MB allocated (JSON; YAML is reported).
 //
 // rules.json/inserted is the same with, besides, one rule added at the top of the file on
-// every other reload, so that every rule changes place.
+// every other reload, so that every rule changes place; rules.json/all-changed changes the
+// count of every rule (the worst case: every rule is compiled again).
 func BenchmarkReload50k(b *testing.B) {
-	for _, name := range []string{"rules.yaml", "rules.json", "rules.json/inserted"} {
-		format, inserted := strings.CutSuffix(name, "/inserted")
+	for _, name := range []string{"rules.yaml", "rules.json", "rules.json/inserted", "rules.json/all-changed"} {
+		format, variant, _ := strings.Cut(name, "/")
+		inserted := variant == "inserted"
 		b.Run(name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), format)
 			var contents [2][]byte
 			for i := range contents {
 				contents[i] = rulesN(50000, i)
+				if variant == "all-changed" && i == 1 {
+					contents[i] = bytes.ReplaceAll(contents[i], []byte("count: 10,"), []byte("count: 11,"))
+				}
 				if inserted && i == 1 {
 					top := "param_flow:\n  - {resource: \"GET:/top\", param: user, count: 1}\n"
 					contents[i] = append([]byte(top), contents[i][len("param_flow:\n"):]...)
