@@ -154,10 +154,27 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	case rs.kind != kindConcurrency:
 		rs.window = max(int64(r.Duration), rs.window)
 	}
-	rs.id = strconv.Quote(r.Resource) + "|" + strconv.Quote(r.Param) + "|" +
-		strconv.Itoa(int(r.Grade)) + "|" + strconv.Itoa(int(r.Behavior)) + "|" +
-		strconv.FormatInt(int64(r.Duration), 10) + "|" + strconv.Itoa(nth)
+	rs.id = ruleID(r, nth)
 	return rs, nil
+}
+
+// ruleID is a rule's RemoteOp.RuleID: its quoted resource and param, grade, behavior, duration
+// in ns and nth, joined by "|". It is built in one buffer (a reload may compile every rule).
+func ruleID(r Rule, nth int) string {
+	var arr [128]byte // on the stack: the string is the only allocation of a usual rule
+	buf := arr[:0]
+	buf = strconv.AppendQuote(buf, r.Resource)
+	buf = append(buf, '|')
+	buf = strconv.AppendQuote(buf, r.Param)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Grade), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Behavior), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Duration), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(nth), 10)
+	return string(buf)
 }
 
 // capacity is the rule's Capacity or the default.

@@ -32,3 +32,14 @@ func TestReloadToOneRuleAResource(t *testing.T) {
 		t.Fatalf("tracked %+v, want the value kept by the second rule only", st)
 	}
 }
+
+// TestRuleIDFormat: the id a cluster rule's state is keyed by in the shared store keeps its
+// layout (quoted resource and param, grade, behavior, duration in ns, nth), so a reload or an
+// upgrade finds the state already there.
+func TestRuleIDFormat(t *testing.T) {
+	r := Rule{Resource: `GET:/a"b`, Param: "p|q", Grade: Concurrency, Behavior: Throttle, Duration: 1500 * time.Millisecond}
+	want := `"GET:/a\"b"|"p|q"|1|1|1500000000|3`
+	if got := ruleID(r, 3); got != want {
+		t.Fatalf("ruleID = %s, want %s", got, want)
+	}
+}
