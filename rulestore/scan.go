@@ -131,6 +131,22 @@ func scanElements(raw []byte) ([]json.RawMessage, error) {
 		return nil, errNotArray
 	}
 	var out []json.RawMessage
+	if len(raw) >= 1<<16 {
+		// A long list (the rules of a large file) is counted first, to be split into a slice of
+		// its exact size: counting costs less than growing the slice.
+		n := 0
+		for j := skipSpace(raw, i+1); j < len(raw) && raw[j] != ']'; n++ {
+			end := skipValue(raw, j)
+			if end == j {
+				return nil, errNotArray
+			}
+			j = skipSpace(raw, end)
+			if j < len(raw) && raw[j] == ',' {
+				j = skipSpace(raw, j+1)
+			}
+		}
+		out = make([]json.RawMessage, 0, n)
+	}
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
 		end := skipValue(raw, i)
 		if end == i {
