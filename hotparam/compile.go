@@ -154,10 +154,27 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	case rs.kind != kindConcurrency:
 		rs.window = max(int64(r.Duration), rs.window)
 	}
-	rs.id = strconv.Quote(r.Resource) + "|" + strconv.Quote(r.Param) + "|" +
-		strconv.Itoa(int(r.Grade)) + "|" + strconv.Itoa(int(r.Behavior)) + "|" +
-		strconv.FormatInt(int64(r.Duration), 10) + "|" + strconv.Itoa(nth)
+	rs.id = ruleID(r, nth)
 	return rs, nil
+}
+
+// ruleID is a rule's RemoteOp.RuleID: its quoted resource and param, grade, behavior, duration
+// in ns and nth, joined by "|". It is built in one buffer (a reload may compile every rule).
+func ruleID(r Rule, nth int) string {
+	var arr [128]byte // on the stack: the string is the only allocation of a usual rule
+	buf := arr[:0]
+	buf = strconv.AppendQuote(buf, r.Resource)
+	buf = append(buf, '|')
+	buf = strconv.AppendQuote(buf, r.Param)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Grade), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Behavior), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(r.Duration), 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, int64(nth), 10)
+	return string(buf)
 }
 
 // capacity is the rule's Capacity or the default.
@@ -171,57 +188,47 @@ func (rs *ruleState) capacity() int {
 // build compiles rules, taking the store of each rule from old (matched by identity and order)
 // or making a fresh one. A rule equal to the one of old it takes the store of is not compiled
 // again: its compiled form is shared.
+//
+// Rules of one identity share their resource, so matching works resource by resource: a
+// resource with one rule in each set (the usual case) needs no map, and when every rule keeps
+// its resource and place the index by resource of old is shared too. A reload of a large set
+// with few changes so allocates little beyond the slices of the new Limiter.
 func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
-	l := &Limiter{rules: rules, opts: opts, byResource: make(map[string][]int32)}
+	l := &Limiter{rules: rules, opts: opts, byResource: resourceIndex(rules, old)}
 	if old != nil && old.seq != nil {
 		l.seq = old.seq
 	} else {
 		l.seq = new(atomic.Uint64)
 	}
-	type key struct {
-		id  identity
-		nth int
-	}
-	var kept map[key]*ruleState
-	if old != nil {
-		kept = make(map[key]*ruleState, len(old.compiled))
-		for _, rs := range old.compiled {
-			kept[key{rs.ident, rs.nth}] = rs
-		}
-	}
+	nth, from := match(rules, l.byResource, old)
 	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1) &&
 		old.opts.TopWindow == opts.TopWindow
-	seen := make(map[identity]int, len(rules))
 	l.compiled = make([]*ruleState, len(rules))
 	fresh := make([]bool, len(rules)) // compiled now, not shared
 	for i := range rules {
 		r := &rules[i]
-		id := identityOf(r)
-		nth := seen[id]
-		seen[id] = nth + 1
-		if prev, ok := kept[key{id, nth}]; ok && sameOpts && sameRule(&prev.rule, r) {
+		if prev := from[i]; prev != nil && sameOpts && sameRule(&prev.rule, r) {
 			if prev.index != i {
 				moved := *prev
 				moved.index = i
 				prev = &moved
 			}
 			l.compiled[i] = prev
-		} else {
-			rs, err := compile(i, *r, &opts, nth)
-			if err != nil {
-				return nil, err
-			}
-			l.compiled[i] = rs
-			fresh[i] = true
+			continue
 		}
-		l.byResource[r.Resource] = append(l.byResource[r.Resource], int32(i))
+		rs, err := compile(i, *r, &opts, int(nth[i]))
+		if err != nil {
+			return nil, err
+		}
+		l.compiled[i] = rs
+		fresh[i] = true
 	}
 	if err := checkRemote(l.compiled, opts.Remote); err != nil {
 		return nil, err
 	}
 	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
 	for i, rs := range l.compiled {
-		if prev, ok := kept[key{rs.ident, rs.nth}]; ok {
+		if prev := from[i]; prev != nil {
 			rs.store = prev.store
 			rs.store.owner.Store(rs)
 			if fresh[i] {
@@ -233,6 +240,96 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		rs.store.owner.Store(rs)
 	}
 	return l, nil
+}
+
+// resourceIndex returns the indices of rules by resource: old's own index when every rule has
+// the resource of the rule at its place in old (the index is never modified once built).
+func resourceIndex(rules []Rule, old *Limiter) map[string][]int32 {
+	if old != nil && len(old.rules) == len(rules) {
+		same := true
+		for i := range rules {
+			if rules[i].Resource != old.rules[i].Resource {
+				same = false
+				break
+			}
+		}
+		if same {
+			return old.byResource
+		}
+	}
+	idx := make(map[string][]int32, len(rules))
+	for i := range rules {
+		idx[rules[i].Resource] = append(idx[rules[i].Resource], int32(i))
+	}
+	return idx
+}
+
+// match returns, for each rule, how many earlier rules share its identity (nth), and the
+// compiled rule of old with the same identity and nth (from; nil when none, or old is nil).
+func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int32, from []*ruleState) {
+	nth = make([]int32, len(rules))
+	from = make([]*ruleState, len(rules))
+	type key struct {
+		id  identity
+		nth int
+	}
+	if len(byResource) == len(rules) {
+		// One rule a resource: every nth is 0, and a rule matches old's rule of its resource,
+		// found by one lookup (none when old's index is this one: no rule moved).
+		for i := range rules {
+			var prev *ruleState
+			switch {
+			case old == nil:
+			case len(old.byResource) == len(old.rules) && len(old.rules) == len(rules) && old.rules[i].Resource == rules[i].Resource:
+				prev = old.compiled[i]
+			default:
+				// Each group of old is scanned once at most, as no two new rules share it.
+				id := identityOf(&rules[i])
+				for _, j := range old.byResource[rules[i].Resource] {
+					if c := old.compiled[j]; c.nth == 0 && c.ident == id {
+						prev = c
+						break
+					}
+				}
+			}
+			if prev != nil && prev.ident == identityOf(&rules[i]) {
+				from[i] = prev
+			}
+		}
+		return nth, from
+	}
+	for res, idx := range byResource {
+		var was []int32
+		if old != nil {
+			was = old.byResource[res]
+		}
+		if len(idx) == 1 && len(was) <= 1 {
+			if len(was) == 1 {
+				if prev := old.compiled[was[0]]; prev.ident == identityOf(&rules[idx[0]]) {
+					from[idx[0]] = prev
+				}
+			}
+			continue
+		}
+		seen := make(map[identity]int32, len(idx))
+		for _, i := range idx {
+			id := identityOf(&rules[i])
+			nth[i] = seen[id]
+			seen[id]++
+		}
+		if len(was) == 0 {
+			continue
+		}
+		kept := make(map[key]*ruleState, len(was))
+		for _, j := range was {
+			prev := old.compiled[j]
+			kept[key{prev.ident, prev.nth}] = prev
+		}
+		for _, i := range idx {
+			from[i] = kept[key{identityOf(&rules[i]), int(nth[i])}]
+		}
+	}
+	return nth, from
 }
 
 // sameRule reports whether a and b compile alike. Rules with a Matcher are never the same (a

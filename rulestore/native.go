@@ -161,8 +161,11 @@ func (p *parser) addAuthority(r *ruleErrs, rule authority.Rule) {
 // paramFlowRule decodes and checks param_flow[i].
 func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionParamFlow, i)
-	var d paramFlowDoc
-	given := decodeStrict(raw, &d, "", r.add)
+	// One document serves every rule of the file (a local one would be allocated per rule, as
+	// decoding takes its address); nothing of it is kept past this rule.
+	d := &p.paramDoc
+	*d = paramFlowDoc{}
+	given := decodeStrict(raw, d, "", r.add)
 	if !given.ok() {
 		r.done(&p.errs, "")
 		return

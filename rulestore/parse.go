@@ -180,8 +180,11 @@ func toJSON(file string, data []byte) ([]byte, error) {
 		if err := checkJSONDepth(data); err != nil {
 			return nil, fmt.Errorf("cannot parse JSON: %v", err)
 		}
+		// json.Valid checks without copying; Unmarshal runs only to explain invalid input.
 		var v json.RawMessage
-		if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
+		if json.Valid(data) {
+			v = bytes.TrimSpace(data)
+		} else if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
 				line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
@@ -296,6 +299,7 @@ type parser struct {
 	sawMeta           bool                // Sentinel dashboard metadata was set aside
 	apis              map[string][]string // ApiDefinitions by name: their paths, for messages
 	sources           map[string]string   // params read from mapping sources, by param: the source
+	paramDoc          paramFlowDoc        // the param_flow rule being decoded
 }
 
 // rule starts the problem list of one rule.
@@ -339,12 +343,25 @@ func load(path string) ([]byte, error) {
 		}
 		size = fi.Size() + 1 // the extra byte sees EOF without growing
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
-		return nil, err
+	// Read into the buffer by hand: bytes.Buffer.ReadFrom wants 512 bytes free before each read
+	// and would double a buffer sized to the file on its last read.
+	buf := make([]byte, 0, size)
+	r := io.LimitReader(f, MaxFileSize+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if buf.Len() > MaxFileSize {
+	if len(buf) > MaxFileSize {
 		return nil, fmt.Errorf("%s: the file is larger than %d bytes", path, MaxFileSize)
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }

@@ -3,6 +3,8 @@ package rulestore
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -100,7 +102,13 @@ func scanMembersInto(ms []member, raw []byte) ([]member, error) {
 			return ms, errNotObject
 		}
 		end, esc := skipString(raw, i)
-		name := jsonString(raw[i:end], esc)
+		name, known := "", false
+		if !esc {
+			name, known = fieldNames[string(raw[i+1:end-1])] // no allocation for the lookup
+		}
+		if !known {
+			name = jsonString(raw[i:end], esc)
+		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {
 			return ms, errNotObject
@@ -123,10 +131,31 @@ func scanElements(raw []byte) ([]json.RawMessage, error) {
 		return nil, errNotArray
 	}
 	var out []json.RawMessage
+	if len(raw) >= 1<<16 {
+		// A long list (the rules of a large file) is counted first, to be split into a slice of
+		// its exact size: counting costs less than growing the slice.
+		n := 0
+		for j := skipSpace(raw, i+1); j < len(raw) && raw[j] != ']'; n++ {
+			end := skipValue(raw, j)
+			if end == j {
+				return nil, errNotArray
+			}
+			j = skipSpace(raw, end)
+			if j < len(raw) && raw[j] == ',' {
+				j = skipSpace(raw, j+1)
+			}
+		}
+		out = make([]json.RawMessage, 0, n)
+	}
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != ']'; {
 		end := skipValue(raw, i)
 		if end == i {
 			return nil, errNotArray
+		}
+		if len(out) == cap(out) && len(out) >= 256 {
+			// Double: append grows a large slice by a quarter at a time, allocating about five
+			// times the final size over a list of 50,000 rules.
+			out = append(make([]json.RawMessage, 0, 2*cap(out)), out...)
 		}
 		out = append(out, raw[i:end:end])
 		i = skipSpace(raw, end)
@@ -136,3 +165,22 @@ func scanElements(raw []byte) ([]json.RawMessage, error) {
 	}
 	return out, nil
 }
+
+// fieldNames holds the field names of the rule documents, so that scanMembers gives a member
+// whose name is one of them that string, instead of a copy per rule of the file.
+var fieldNames = func() map[string]string {
+	names := map[string]string{}
+	for _, doc := range []any{
+		nativeFile{}, authorityDoc{}, paramFlowDoc{}, itemDoc{}, matchDoc{},
+		sentinelFile{}, sentinelParamDoc{}, sentinelItemDoc{}, sentinelClusterDoc{}, sentinelAuthorityDoc{},
+		goHotspotDoc{}, goSpecificValue{}, gatewayDoc{}, gatewayItemDoc{}, apiDoc{}, apiPredicateDoc{},
+	} {
+		t := reflect.TypeOf(doc)
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				names[name] = name
+			}
+		}
+	}
+	return names
+}()
