@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,12 +27,11 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/extauthz/extauthz/internal/otlptest"
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
@@ -311,68 +308,13 @@ func TestDecisionLogSettings(t *testing.T) {
 	}
 }
 
-// otlpReceiver is an in-process OpenTelemetry collector: the OTLP/gRPC trace service, keeping
-// every span it is sent.
-type otlpReceiver struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newOTLPReceiver(t *testing.T) *otlpReceiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &otlpReceiver{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, r)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-// span returns the one span received whose parent is parent (hex), or nil.
-func (r *otlpReceiver) span(parent string) *tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.spans {
-		if hex.EncodeToString(s.GetParentSpanId()) == parent {
-			return s
-		}
-	}
-	return nil
-}
-
-func spanAttr(s *tracepb.Span, key string) string {
-	for _, kv := range s.GetAttributes() {
-		if kv.GetKey() == key {
-			return kv.GetValue().GetStringValue()
-		}
-	}
-	return ""
-}
-
 // TestTracing: with tracing.endpoint set, each call's span reaches the collector as a child of
 // the span Envoy sent: in the gRPC metadata (where Envoy's gRPC client puts its egress span's
 // context: W3C traceparent for a Check, B3 for a ShouldRateLimit), or in the CheckRequest's
 // headers when the metadata has none. The block's span carries its result.
 func TestTracing(t *testing.T) {
-	rcv := newOTLPReceiver(t)
-	p, s := startWithEnv(t, "EXTAUTHZ_TRACING_ENDPOINT="+rcv.addr, "EXTAUTHZ_TRACING_INSECURE=true")
+	rcv := otlptest.Start(t)
+	p, s := startWithEnv(t, "EXTAUTHZ_TRACING_ENDPOINT="+rcv.Addr(), "EXTAUTHZ_TRACING_INSECURE=true")
 
 	const (
 		w3cTrace, w3cSpan   = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -410,7 +352,7 @@ func TestTracing(t *testing.T) {
 		{hdrTrace, hdrSpan, "check", strangerFromClient, "blocked"},
 		{b3Trace, b3Span, "ratelimit", downloadFromEnvoyB3, "allowed"},
 	} {
-		sp := rcv.span(w.parent)
+		sp := rcv.ChildOf(w.parent)
 		if sp == nil {
 			t.Errorf("no span with parent %s (request %s)", w.parent, w.id)
 			continue
@@ -419,7 +361,7 @@ func TestTracing(t *testing.T) {
 			t.Errorf("request %s: trace %s, want %s", w.id, got, w.trace)
 		}
 		for k, v := range map[string]string{"extauthz.api": w.api, "extauthz.result": w.result, "extauthz.request_id": w.id} {
-			if got := spanAttr(sp, k); got != v {
+			if got := otlptest.Attr(sp, k); got != v {
 				t.Errorf("request %s: span attribute %s = %q, want %q", w.id, k, got, v)
 			}
 		}

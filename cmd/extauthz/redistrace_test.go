@@ -3,60 +3,24 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/extauthz/extauthz/internal/otlptest"
 	"github.com/extauthz/extauthz/internal/redistest"
 )
-
-// spanSink is an in-process OTLP/gRPC trace collector keeping every span it is sent.
-type spanSink struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newSpanSink(t *testing.T) *spanSink {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &spanSink{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, s)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return s
-}
-
-func (s *spanSink) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			s.spans = append(s.spans, ss.GetSpans()...)
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
 
 // With tracing on, a call that goes to Redis has a client span per Redis call, a child of the
 // call's own span, itself a child of the span Envoy sent. Calls for a value Redis refused are
 // answered from the cache of blocked values, counted by extauthz_redis_blocked_cache_hits_total.
 func TestBinaryRedisCallsAreSpans(t *testing.T) {
 	srv := redistest.Start(t)
-	sink := newSpanSink(t)
+	sink := otlptest.Start(t)
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", `
 param_flow:
@@ -68,7 +32,7 @@ store:
     addrs: ["`+srv.Addr()+`"]
     timeout: 1s
 tracing:
-  endpoint: "`+sink.addr+`"
+  endpoint: "`+sink.Addr()+`"
   insecure: true
 `)
 	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
@@ -98,14 +62,13 @@ tracing:
 		t.Fatalf("exit code %d", code)
 	}
 
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	spans := sink.Spans()
 	byID := map[string]*tracepb.Span{}
-	for _, s := range sink.spans {
+	for _, s := range spans {
 		byID[hex.EncodeToString(s.GetSpanId())] = s
 	}
 	found := false
-	for _, s := range sink.spans {
+	for _, s := range spans {
 		if !strings.HasPrefix(s.GetName(), "redis EVALSHA") || hex.EncodeToString(s.GetTraceId()) != traceID {
 			continue
 		}
@@ -120,7 +83,7 @@ tracing:
 	}
 	if !found {
 		var names []string
-		for _, s := range sink.spans {
+		for _, s := range spans {
 			names = append(names, s.GetName())
 		}
 		t.Fatalf("no redis EVALSHA span in trace %s; spans: %v", traceID, names)

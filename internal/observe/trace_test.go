@@ -3,76 +3,29 @@ package observe
 import (
 	"context"
 	"encoding/hex"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/internal/otlptest"
 	"github.com/extauthz/extauthz/tracing"
 )
 
-// receiver is an in-process OTLP/gRPC collector keeping every span it is sent.
-type receiver struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newReceiver(t *testing.T) *receiver {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &receiver{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, r)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-func (r *receiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
 // byRequestID returns the spans received, by their extauthz.request_id attribute.
-func (r *receiver) byRequestID() map[string][]*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func byRequestID(r *otlptest.Receiver) map[string][]*tracepb.Span {
 	out := map[string][]*tracepb.Span{}
-	for _, s := range r.spans {
-		out[attr(s, "extauthz.request_id")] = append(out[attr(s, "extauthz.request_id")], s)
+	for _, s := range r.Spans() {
+		out[otlptest.Attr(s, "extauthz.request_id")] = append(out[otlptest.Attr(s, "extauthz.request_id")], s)
 	}
 	return out
-}
-
-func attr(s *tracepb.Span, key string) string {
-	for _, kv := range s.GetAttributes() {
-		if kv.GetKey() == key {
-			return kv.GetValue().GetStringValue()
-		}
-	}
-	return ""
 }
 
 const (
@@ -85,8 +38,8 @@ const (
 // Each call's span continues the trace Envoy sent (traceparent or B3, in the CheckRequest's
 // headers or the call's metadata), carries the decision, and is exported over OTLP.
 func TestSpanParentIsEnvoysSpan(t *testing.T) {
-	rcv := newReceiver(t)
-	p, err := tracing.New(context.Background(), tracing.Options{Endpoint: rcv.addr, Insecure: true, SampleRatio: 1})
+	rcv := otlptest.Start(t)
+	p, err := tracing.New(context.Background(), tracing.Options{Endpoint: rcv.Addr(), Insecure: true, SampleRatio: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +109,7 @@ func TestSpanParentIsEnvoysSpan(t *testing.T) {
 	if err := p.Shutdown(ctx); err != nil { // sends what is buffered
 		t.Fatal(err)
 	}
-	got := rcv.byRequestID()
+	got := byRequestID(rcv)
 
 	want := []struct {
 		id, trace, parent, result string
@@ -185,7 +138,7 @@ func TestSpanParentIsEnvoysSpan(t *testing.T) {
 		if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
 			t.Errorf("%s: kind %v, want server", w.id, s.GetKind())
 		}
-		if r := attr(s, "extauthz.result"); r != w.result {
+		if r := otlptest.Attr(s, "extauthz.result"); r != w.result {
 			t.Errorf("%s: result %q, want %q", w.id, r, w.result)
 		}
 		if (w.result == "error") != (s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR) {
@@ -196,7 +149,7 @@ func TestSpanParentIsEnvoysSpan(t *testing.T) {
 		s := b[0]
 		for k, v := range map[string]string{"extauthz.api": "check", "extauthz.rule": "param_flow[3]", "extauthz.reason": "qps",
 			"extauthz.resource": "GET:/reports", "extauthz.param": "api_key", "extauthz.value": "hmac:sk"} {
-			if a := attr(s, k); a != v {
+			if a := otlptest.Attr(s, k); a != v {
 				t.Errorf("attribute %s = %q, want %q", k, a, v)
 			}
 		}
