@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/redistest"
 )
@@ -35,22 +31,7 @@ param_flow:
 	// request (no hits_addend: the request's, 0 meaning 1).
 	call := func(i int, resource, param, value, lease string, probe bool) *rlsv3.RateLimitResponse {
 		t.Helper()
-		entries := []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "resource", Value: resource}, {Key: param, Value: value}}
-		if lease != "" {
-			entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: lease})
-		}
-		d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
-		if probe {
-			d.HitsAddend = wrapperspb.UInt64(0)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := clients[i%2].ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
-			Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-		return resp
+		return leased{resource, param, value, lease, false, probe}.send(t, clients[i%2])
 	}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	remaining := func(r *rlsv3.RateLimitResponse) uint32 {

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/redistest"
 )
@@ -29,24 +25,7 @@ param_flow:
 	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 	call := func(lease string, release bool) rlsv3.RateLimitResponse_Code {
 		t.Helper()
-		entries := []*rlcommonv3.RateLimitDescriptor_Entry{
-			{Key: "resource", Value: "POST:/order"},
-			{Key: "item_id", Value: "hot"},
-		}
-		if lease != "" {
-			entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: lease})
-		}
-		d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
-		if release {
-			d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(1), true
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-		return resp.GetOverallCode()
+		return leased{"POST:/order", "item_id", "hot", lease, release, false}.send(t, c).GetOverallCode()
 	}
 	ok := rlsv3.RateLimitResponse_OK
 	for i := range 2 { // the allowance, held (no release)

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/redistest"
 )
@@ -33,25 +29,7 @@ param_flow:
 	}
 	call := func(replica int, item, lease string, release bool) rlsv3.RateLimitResponse_Code {
 		t.Helper()
-		entries := []*rlcommonv3.RateLimitDescriptor_Entry{
-			{Key: "resource", Value: "POST:/upload"},
-			{Key: "item_id", Value: item},
-		}
-		if lease != "" {
-			entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: lease})
-		}
-		d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
-		if release {
-			d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(1), true
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := clients[replica].ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
-			Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit on replica %d: %v", replica, err)
-		}
-		return resp.GetOverallCode()
+		return leased{"POST:/upload", "item_id", item, lease, release, false}.send(t, clients[replica]).GetOverallCode()
 	}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/testbin"
 )
@@ -160,4 +161,34 @@ func rlRequest(resource, item string) *rlsv3.RateLimitRequest {
 			{Key: "item_id", Value: item},
 		}}},
 	}
+}
+
+// leased is one ShouldRateLimit call of one descriptor: resource, param = value and, when lease
+// is not empty, the lease id under the default lease key. Release sends it as Envoy's
+// stream-done release (is_negative_hits); Probe with an explicit hits_addend of 0.
+type leased struct {
+	resource, param, value, lease string
+	release, probe                bool
+}
+
+func (l leased) send(t *testing.T, c rlsv3.RateLimitServiceClient) *rlsv3.RateLimitResponse {
+	t.Helper()
+	entries := []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "resource", Value: l.resource}, {Key: l.param, Value: l.value}}
+	if l.lease != "" {
+		entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: l.lease})
+	}
+	d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
+	switch {
+	case l.release:
+		d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(1), true
+	case l.probe:
+		d.HitsAddend = wrapperspb.UInt64(0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
 }

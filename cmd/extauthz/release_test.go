@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // A concurrency rule whose acquires carry lease ids: releases without a lease id free none of
@@ -24,24 +20,7 @@ param_flow:
 	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 	call := func(lease string, release bool) rlsv3.RateLimitResponse_Code {
 		t.Helper()
-		entries := []*rlcommonv3.RateLimitDescriptor_Entry{
-			{Key: "resource", Value: "POST:/upload"},
-			{Key: "item_id", Value: "big"},
-		}
-		if lease != "" {
-			entries = append(entries, &rlcommonv3.RateLimitDescriptor_Entry{Key: "lease_id", Value: lease})
-		}
-		d := &rlcommonv3.RateLimitDescriptor{Entries: entries}
-		if release {
-			d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(1), true
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-		return resp.GetOverallCode()
+		return leased{"POST:/upload", "item_id", "big", lease, release, false}.send(t, c).GetOverallCode()
 	}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	for _, id := range []string{"a", "b"} {
