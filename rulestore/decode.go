@@ -332,4 +332,21 @@ func wholeNumber(f float64) (int64, bool) {
 }
 
 // formatNumber writes f without an exponent or trailing zeros.
+// requiredWhole reads a required whole-number field of a Sentinel rule: 0, and its error on r,
+// when it is missing or not whole; 0 alone when it already failed to decode.
+func requiredWhole(r *ruleErrs, given fieldSet, field string, f float64) int64 {
+	switch {
+	case fieldFailed(r, field):
+		return 0
+	case !given.has(field):
+		r.add(field, "required")
+		return 0
+	}
+	n, ok := wholeNumber(f)
+	if !ok {
+		r.add(field, "must be a whole number, got %s", formatNumber(f))
+	}
+	return n
+}
+
 func formatNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -275,17 +275,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	default:
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
-	switch {
-	case fieldFailed(r, "count"):
-	case !given.has("count"):
-		r.add("count", "required")
-	default:
-		n, ok := wholeNumber(d.Count)
-		if !ok {
-			r.add("count", "must be a whole number, got %s", formatNumber(d.Count))
-		}
-		rule.Count = n
-	}
+	rule.Count = requiredWhole(r, given, "count", d.Count)
 	switch {
 	case !given.has("grade") || d.Grade == 1:
 		rule.Grade = hotparam.QPS

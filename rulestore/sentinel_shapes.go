@@ -144,17 +144,7 @@ func (p *parser) goHotspot(i int, ms []member) {
 	case !fieldFailed(r, "paramIndex"):
 		rule.Param = p.paramNameAt(r, "paramIndex", d.ParamIndex)
 	}
-	switch {
-	case fieldFailed(r, "threshold"):
-	case !given.has("threshold"):
-		r.add("threshold", "required")
-	default:
-		n, ok := wholeNumber(d.Threshold)
-		if !ok {
-			r.add("threshold", "must be a whole number, got %s", formatNumber(d.Threshold))
-		}
-		rule.Count = n
-	}
+	rule.Count = requiredWhole(r, given, "threshold", d.Threshold)
 	if given.has("durationInSec") {
 		rule.Duration = p.seconds(r, "durationInSec", d.DurationInSec)
 	}
@@ -437,17 +427,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 	default:
 		r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", d.Grade)
 	}
-	switch {
-	case fieldFailed(r, "count"):
-	case !given.has("count"):
-		r.add("count", "required")
-	default:
-		n, ok := wholeNumber(d.Count)
-		if !ok {
-			r.add("count", "must be a whole number, got %s", formatNumber(d.Count))
-		}
-		rule.Count = n
-	}
+	rule.Count = requiredWhole(r, given, "count", d.Count)
 	switch d.ControlBehavior {
 	case 0:
 		rule.Behavior = hotparam.Reject
