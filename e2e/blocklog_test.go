@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoysim"
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
@@ -51,14 +50,7 @@ authority:
 	const n = 15 // past the 10 a second a sampled logger lets through
 	for range n {
 		r := req("GET", "/items?item_id=1", "192.0.2.9", "x-origin", "stranger")
-		route, err := envoy.Match(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cr, err := envoysim.CheckRequest(route, r, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		cr := checkRequest(t, r)
 		resp, err := authz.Check(ctx, cr)
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/extauthz/extauthz/internal/envoysim"
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
@@ -216,14 +215,7 @@ param_flow:
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	route, err := envoy.Match(req("GET", "/reports", "192.0.2.9", "x-origin", "stranger"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := envoysim.CheckRequest(route, req("GET", "/reports", "192.0.2.9", "x-origin", "stranger"), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cr := checkRequest(t, req("GET", "/reports", "192.0.2.9", "x-origin", "stranger"))
 	resp, err := authz.Check(ctx, cr)
 	if err != nil || checkCode(t, resp) != 200 {
 		t.Fatalf("Check from a stranger in a dry run: %v, %v; want allowed", resp, err)
@@ -273,14 +265,7 @@ authority:
 	defer cancel()
 	check := func(path, origin string) int {
 		r := req("GET", path, "192.0.2.9", "x-origin", origin)
-		route, err := envoy.Match(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cr, err := envoysim.CheckRequest(route, r, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		cr := checkRequest(t, r)
 		resp, err := authz.Check(ctx, cr)
 		if err != nil {
 			t.Fatal(err)
