@@ -140,7 +140,10 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, err
 	}
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
-		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery), Tracer: s.tracing.Tracer()}
+		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery)}
+	if s.tracing.Enabled() { // off: no span is started, Envoy's trace id still logged
+		obs.Tracer = s.tracing.Tracer()
+	}
 	if cfg.DecisionLog.Enabled {
 		obs.Log = log.Named("decision")
 	}

@@ -17,7 +17,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -75,7 +74,7 @@ type Options struct {
 
 // Observer reports decisions. It is safe for concurrent use.
 type Observer struct {
-	tracer       trace.Tracer
+	tracer       trace.Tracer // nil: no spans
 	prop         propagation.TextMapPropagator
 	log          *zap.Logger
 	allowedEvery uint64
@@ -90,9 +89,6 @@ func New(opts Options) *Observer {
 		tracer: opts.Tracer, prop: opts.Propagator}
 	if o.leaseKey == "" {
 		o.leaseKey = DefaultLeaseKey
-	}
-	if o.tracer == nil {
-		o.tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if o.prop == nil {
 		o.prop = tracing.Propagator()
@@ -113,26 +109,38 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	default:
 		return handler(ctx, req)
 	}
-	ctx, d := audit.NewContext(o.extract(ctx, req))
-	ctx, span := o.tracer.Start(ctx, strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, d := audit.NewContext(ctx)
+	var span trace.Span
+	if o.tracer != nil {
+		ctx, span = o.tracer.Start(o.extract(ctx, req), strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
+	}
 	resp, err := handler(ctx, req)
-	o.complete(ctx, d, api, req, resp, err)
-	o.endSpan(span, d, err)
-	o.logDecision(d, span.SpanContext(), err)
+	o.complete(d, api, resp, err)
+	// What only a report needs (the request id, Envoy's trace context) is read only for a call
+	// that is reported: most calls are allowed and neither logged nor traced.
+	logged := o.logs(d)
+	recording := span != nil && span.IsRecording()
+	if logged || recording {
+		o.fillRequestID(ctx, d, req)
+	}
+	if span != nil {
+		o.endSpan(span, d, err)
+	}
+	if logged {
+		sc := trace.SpanContextFromContext(ctx) // the call's span, or none without a tracer
+		if span == nil {
+			sc = trace.SpanContextFromContext(o.extract(ctx, req)) // the trace Envoy sent
+		}
+		o.logDecision(d, sc, err)
+	}
 	return resp, err
 }
 
-// complete fills what the decision path left empty: the api, the request id, and a result
-// read from the answer (when the decision path recorded none).
-func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, req, resp any, err error) {
+// complete fills what the decision path left empty: the api and a result read from the answer
+// (when the decision path recorded none).
+func (o *Observer) complete(d *audit.Decision, api string, resp any, err error) {
 	if d.API == "" {
 		d.API = api
-	}
-	if d.RequestID == "" {
-		d.RequestID = o.requestID(ctx, req)
-	}
-	if len(d.RequestID) > MaxRequestIDLen {
-		d.RequestID = d.RequestID[:MaxRequestIDLen]
 	}
 	if d.Result != "" {
 		return
@@ -154,6 +162,17 @@ func (o *Observer) complete(ctx context.Context, d *audit.Decision, api string, 
 		} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
 			d.Result = ResultAllowed
 		}
+	}
+}
+
+// fillRequestID sets d's request id when the decision path left it empty, cut to
+// MaxRequestIDLen.
+func (o *Observer) fillRequestID(ctx context.Context, d *audit.Decision, req any) {
+	if d.RequestID == "" {
+		d.RequestID = o.requestID(ctx, req)
+	}
+	if len(d.RequestID) > MaxRequestIDLen {
+		d.RequestID = d.RequestID[:MaxRequestIDLen]
 	}
 }
 
@@ -205,16 +224,20 @@ func blocks(d *audit.Decision) bool {
 	return d.Shadow || (d.Result != ResultAllowed && d.Result != ResultThrottled)
 }
 
-// logDecision writes d to the decision log: every block, one allow in allowedEvery.
-func (o *Observer) logDecision(d *audit.Decision, sc trace.SpanContext, err error) {
+// logs reports whether d goes to the decision log: every block, one allow in allowedEvery (an
+// allow counts towards the sampling when it is asked about).
+func (o *Observer) logs(d *audit.Decision) bool {
 	if o.log == nil || d.Result == "" {
-		return
+		return false
 	}
-	if !blocks(d) {
-		if o.allowedEvery == 0 || (o.allowed.Add(1)-1)%o.allowedEvery != 0 {
-			return
-		}
+	if blocks(d) {
+		return true
 	}
+	return o.allowedEvery != 0 && (o.allowed.Add(1)-1)%o.allowedEvery == 0
+}
+
+// logDecision writes d to the decision log, with the trace id of sc when it has one.
+func (o *Observer) logDecision(d *audit.Decision, sc trace.SpanContext, err error) {
 	ce := o.log.Check(zap.InfoLevel, "decision")
 	if ce == nil {
 		return
