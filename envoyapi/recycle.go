@@ -1,6 +1,7 @@
 package envoyapi
 
 import (
+	"os"
 	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -82,10 +83,14 @@ func (p *answerPool) take(v *rlsv3.RateLimitResponse) (*answer, bool) {
 	return a, ok
 }
 
-// free resets a taken answer and makes it free for reuse, unless gRPC traces requests: the
-// trace keeps the message to print it later.
+// binaryLogging is gRPC's binary log, turned on by its environment variable: it logs each
+// answer after the codec encoded it, so answers must then not be reused.
+var binaryLogging = os.Getenv("GRPC_BINARY_LOG_FILTER") != ""
+
+// free resets a taken answer and makes it free for reuse, unless gRPC traces requests or logs
+// them in its binary log: both keep the message to print it later.
 func (p *answerPool) free(a *answer) {
-	if grpc.EnableTracing {
+	if grpc.EnableTracing || binaryLogging {
 		return
 	}
 	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)
