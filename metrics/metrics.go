@@ -87,7 +87,6 @@ type Metrics struct {
 	rulesVersion  prometheus.Gauge
 	rulesCount    prometheus.Gauge
 	lastReloadOK  prometheus.Gauge
-	logsDropped   prometheus.Counter
 	redisCalls    *prometheus.CounterVec
 	redisLatency  prometheus.Histogram
 	redisFallback *prometheus.CounterVec
@@ -142,10 +141,6 @@ func New(opts Options) *Metrics {
 			Name: "extauthz_rules_last_load_success",
 			Help: "1 when the last load of the rules file was applied, 0 when it was rejected.",
 		}),
-		logsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "extauthz_log_entries_dropped_total",
-			Help: "Log entries dropped by sampling.",
-		}),
 		redisCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "extauthz_redis_calls_total",
 			Help: "Calls to the shared store by result (ok, error).",
@@ -185,7 +180,7 @@ func New(opts Options) *Metrics {
 	m.lastReloadOK.Set(1)
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
-		m.rulesCount, m.lastReloadOK, m.logsDropped, m.redisCalls, m.redisLatency,
+		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
 		m.redisFallback, m.redisBreaker, m.redisCached)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
@@ -287,8 +282,6 @@ func (m *Metrics) Reload(applied bool, version uint64, rules int) {
 	m.rulesCount.Set(float64(rules))
 }
 
-// LogDropped records one log entry dropped by sampling.
-func (m *Metrics) LogDropped() { m.logsDropped.Inc() }
 
 // RedisCall records one call to the shared store: its round-trip time, and whether it failed.
 func (m *Metrics) RedisCall(latency time.Duration, err error) {

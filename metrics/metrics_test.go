@@ -263,7 +263,6 @@ func TestRedisHooks(t *testing.T) {
 	m.RedisCall(2*time.Millisecond, errors.New("timeout"))
 	m.RedisCall(time.Millisecond, errors.New("timeout"))
 	m.RedisFallback("local")
-	m.LogDropped()
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -274,7 +273,6 @@ func TestRedisHooks(t *testing.T) {
 		{"extauthz_redis_fallbacks_total", map[string]string{"policy": "local"}, 1},
 		{"extauthz_redis_breaker_open", nil, 1},
 		{"extauthz_redis_blocked_cache_hits_total", nil, 7},
-		{"extauthz_log_entries_dropped_total", nil, 1},
 	}
 	for _, tt := range tests {
 		if got := counter(t, m, tt.name, tt.labels); got != tt.want {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -33,25 +32,4 @@ func newLogger(cfg config.LogConfig, w io.Writer) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
-}
-
-// Sampling of the request-path logger: per message and second, the first sampleFirst entries,
-// then every sampleThereafter-th.
-const (
-	sampleTick       = time.Second
-	sampleFirst      = 10
-	sampleThereafter = 100
-)
-
-// sampled wraps log so that a flood of one message (blocks, bad requests) cannot drown the
-// log; dropped is called for every entry left out.
-func sampled(log *zap.Logger, dropped func()) *zap.Logger {
-	return log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
-		return zapcore.NewSamplerWithOptions(core, sampleTick, sampleFirst, sampleThereafter,
-			zapcore.SamplerHook(func(_ zapcore.Entry, dec zapcore.SamplingDecision) {
-				if dec&zapcore.LogDropped != 0 && dropped != nil {
-					dropped()
-				}
-			}))
-	}))
 }

@@ -42,34 +42,3 @@ func TestNewLogger(t *testing.T) {
 		}
 	}
 }
-
-func TestSampledLogger(t *testing.T) {
-	var buf bytes.Buffer
-	log, err := newLogger(config.LogConfig{Level: "info", Format: "json"}, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dropped := 0
-	s := sampled(log, func() { dropped++ })
-	const flood = 1000
-	for range flood {
-		s.Info("blocked")
-	}
-	written := strings.Count(buf.String(), "\n")
-	// Within one tick: the first sampleFirst, then every sampleThereafter-th. The loop may
-	// straddle the boundary of two ticks (the sampler reads the wall clock), at most doubling it.
-	if want := sampleFirst + (flood-sampleFirst)/sampleThereafter; written < want || written > 2*want {
-		t.Errorf("wrote %d entries of %d, want %d (or up to %d across two ticks)", written, flood, want, 2*want)
-	}
-	if dropped != flood-written {
-		t.Errorf("dropped = %d, want %d", dropped, flood-written)
-	}
-	// The unsampled logger is not affected.
-	buf.Reset()
-	for range 50 {
-		log.Info("applied")
-	}
-	if got := strings.Count(buf.String(), "\n"); got != 50 {
-		t.Errorf("unsampled logger wrote %d of 50", got)
-	}
-}
