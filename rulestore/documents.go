@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 )
 
@@ -33,6 +34,15 @@ func (s *Store) LoadDocuments(docs []Document, version uint64) error {
 	var merged Rules
 	var pos positions
 	var errs Errors
+	size := 0
+	for _, d := range docs {
+		size += len(d.Data)
+	}
+	if size > MaxFileSize {
+		// The same bound as a rules file: a store (etcd with a raised value limit, several
+		// keys) cannot hand over more than a file could hold.
+		return s.reject(fmt.Errorf("%s: the rules are larger than %d bytes", s.name(), MaxFileSize))
+	}
 	for _, d := range docs {
 		rules, p, err := checkPos(d.Name, d.Data, s.opts.Parse)
 		if err != nil {
