@@ -282,7 +282,6 @@ func (m *Metrics) Reload(applied bool, version uint64, rules int) {
 	m.rulesCount.Set(float64(rules))
 }
 
-
 // RedisCall records one call to the shared store: its round-trip time, and whether it failed.
 func (m *Metrics) RedisCall(latency time.Duration, err error) {
 	result := "ok"
