@@ -43,7 +43,7 @@ func costCases() []costCase {
 			return []hotparam.RemoteOp{{RuleID: "r", Value: "u", Count: 1e9, Duration: time.Second, Refund: true,
 				Lease: time.Minute, Hits: 1, Release: i%2 == 1, LeaseID: "l" + strconv.Itoa(i/2)}}
 		}},
-		{"typical-3-ops", benchOps},
+		{"typical-3-ops", redistest.TypicalOps},
 		// checks that consume nothing (hits_addend 0): read, decide, write nothing
 		{"probe/bucket-one-value", func(i int) []hotparam.RemoteOp {
 			return []hotparam.RemoteOp{{RuleID: "pq", Value: "u", Count: 1e9, Duration: time.Second, Hits: 1, Probe: true}}

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,17 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
-
-// benchOps is a typical request: a QPS rule and a concurrency rule on one value, and a QPS rule
-// on a second value. Counts are high so every call commits.
-func benchOps(i int) []hotparam.RemoteOp {
-	v := strconv.Itoa(i % 1000)
-	return []hotparam.RemoteOp{
-		{RuleID: "q", Value: "u" + v, Count: 1e9, Duration: time.Second, Hits: 1},
-		{RuleID: "c", Value: "u" + v, Grade: hotparam.Concurrency, Count: 1e6, Lease: time.Second, Hits: 1},
-		{RuleID: "i", Value: "i" + v, Count: 1e9, Duration: time.Second, Hits: 1},
-	}
-}
 
 // latencies collects per-call latencies from parallel goroutines, for percentiles.
 type latencies struct {
@@ -74,7 +62,7 @@ func BenchmarkClient(b *testing.B) {
 	gr := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer gr.Close()
 	ctx := context.Background()
-	src, _, _ := redisstore.Script(redisstore.DefaultPrefix, benchOps(0), 0)
+	src, _, _ := redisstore.Script(redisstore.DefaultPrefix, redistest.TypicalOps(0), 0)
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
 	if err := gr.ScriptLoad(ctx, src).Err(); err != nil {
@@ -87,11 +75,11 @@ func BenchmarkClient(b *testing.B) {
 		call call
 	}{
 		{"rueidis", func(ctx context.Context, i int) error {
-			_, keys, args := redisstore.Script(redisstore.DefaultPrefix, benchOps(i), uint64(i))
+			_, keys, args := redisstore.Script(redisstore.DefaultPrefix, redistest.TypicalOps(i), uint64(i))
 			return rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).Error()
 		}},
 		{"go-redis", func(ctx context.Context, i int) error {
-			_, keys, args := redisstore.Script(redisstore.DefaultPrefix, benchOps(i), uint64(i))
+			_, keys, args := redisstore.Script(redisstore.DefaultPrefix, redistest.TypicalOps(i), uint64(i))
 			a := make([]any, len(args))
 			for j, v := range args {
 				a[j] = v
@@ -99,7 +87,7 @@ func BenchmarkClient(b *testing.B) {
 			return gr.EvalSha(ctx, sha, keys, a...).Err()
 		}},
 		{"store", func(ctx context.Context, i int) error {
-			ops := benchOps(i)
+			ops := redistest.TypicalOps(i)
 			return s.Eval(ctx, ops, make([]hotparam.RemoteResult, len(ops)))
 		}},
 	}
