@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,8 +36,8 @@ func freeAddr(b *testing.B) string {
 }
 
 // benchService runs a service in this process with rules, in Redis mode when redisAddr is set,
-// and returns its gRPC address.
-func benchService(b *testing.B, rules, redisAddr string) string {
+// with the settings of extra (environment variables) on top, and returns its gRPC address.
+func benchService(b *testing.B, rules, redisAddr string, extra map[string]string) string {
 	b.Helper()
 	rf := filepath.Join(b.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rf, []byte(rules), 0o600); err != nil {
@@ -53,6 +54,7 @@ func benchService(b *testing.B, rules, redisAddr string) string {
 		env["EXTAUTHZ_STORE_REDIS_TIMEOUT"] = "1s"
 		env["EXTAUTHZ_STORE_REDIS_FALLBACK"] = "deny"
 	}
+	maps.Copy(env, extra)
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	addConfigFlags(fs)
 	cfg, err := loadConfig(fs, func(k string) string { return env[k] })
@@ -93,17 +95,26 @@ func benchService(b *testing.B, rules, redisAddr string) string {
 	}
 }
 
+// benchRule is the rule of the service benchmarks: a limit no benchmark reaches, in memory or,
+// with cluster true, in Redis.
+func benchRule(cluster bool) string {
+	return fmt.Sprintf(`param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000000000, duration: 1s, cluster: %t}
+`, cluster)
+}
+
 // benchModes starts one service with a rule in memory and one with the same rule in Redis (a
 // local redis-server), and returns a client of each (memory first) and requests to send.
 func benchModes(b *testing.B) ([2]rlsv3.RateLimitServiceClient, []*rlsv3.RateLimitRequest) {
 	srv := redistest.Start(b)
-	const rule = `param_flow:
-  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000000000, duration: 1s%s}
-`
-	addrs := [2]string{
-		benchService(b, fmt.Sprintf(rule, ""), ""),
-		benchService(b, fmt.Sprintf(rule, ", cluster: true"), srv.Addr()),
-	}
+	return benchPair(b, [2]string{
+		benchService(b, benchRule(false), "", nil),
+		benchService(b, benchRule(true), srv.Addr(), nil),
+	})
+}
+
+// benchPair returns a client of each of the services at addrs, warmed up, and requests to send.
+func benchPair(b *testing.B, addrs [2]string) ([2]rlsv3.RateLimitServiceClient, []*rlsv3.RateLimitRequest) {
 	var clients [2]rlsv3.RateLimitServiceClient
 	for i, a := range addrs {
 		conn, err := grpcClient(a)
@@ -158,12 +169,19 @@ func BenchmarkShouldRateLimitRedisVsMemory(b *testing.B) {
 // BenchmarkShouldRateLimitRedisVsMemoryParallel is the same comparison under load: 32 clients
 // at once, in alternating batches to the in-memory and to the Redis service.
 func BenchmarkShouldRateLimitRedisVsMemoryParallel(b *testing.B) {
-	const workers, batch = 32, 2000
 	clients, reqs := benchModes(b)
-	var lat [2][]time.Duration
-	var spent [2]time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
+	lat, spent := alternateParallel(b, clients, reqs)
+	b.StopTimer()
+	reportModes(b, lat, spent)
+}
+
+// alternateParallel sends b.N calls from 32 clients at once, in alternating batches of 2,000 to
+// clients[0] and to clients[1], so that both see the same machine load, and returns each one's
+// call latencies and the time spent on its batches.
+func alternateParallel(b *testing.B, clients [2]rlsv3.RateLimitServiceClient, reqs []*rlsv3.RateLimitRequest) (lat [2][]time.Duration, spent [2]time.Duration) {
+	const workers, batch = 32, 2000
 	for done := 0; done < b.N; done += batch {
 		n := min(batch, b.N-done)
 		for mode := range 2 {
@@ -196,13 +214,18 @@ func BenchmarkShouldRateLimitRedisVsMemoryParallel(b *testing.B) {
 			spent[mode] += time.Since(begin)
 		}
 	}
-	b.StopTimer()
-	reportModes(b, lat, spent)
+	return lat, spent
 }
 
 // reportModes reports, per mode (memory, redis), the calls per second of time spent in that
 // mode, the p99 latency, and the throughput ratio.
 func reportModes(b *testing.B, lat [2][]time.Duration, spent [2]time.Duration) {
+	reportPair(b, [2]string{"memory", "redis"}, lat, spent)
+}
+
+// reportPair reports, for each of two services named names, the calls per second of time spent
+// on it, the p99 latency, and the throughput of the second over the first's.
+func reportPair(b *testing.B, names [2]string, lat [2][]time.Duration, spent [2]time.Duration) {
 	var rps, p99 [2]float64
 	for m := range lat {
 		if len(lat[m]) == 0 || spent[m] <= 0 {
@@ -212,13 +235,41 @@ func reportModes(b *testing.B, lat [2][]time.Duration, spent [2]time.Duration) {
 		slices.Sort(lat[m])
 		p99[m] = float64(lat[m][len(lat[m])*99/100].Microseconds())
 	}
-	b.ReportMetric(rps[0], "memory-calls/s")
-	b.ReportMetric(rps[1], "redis-calls/s")
-	b.ReportMetric(p99[0], "memory-p99-µs")
-	b.ReportMetric(p99[1], "redis-p99-µs")
-	b.ReportMetric(rps[1]/rps[0], "redis/memory-throughput")
+	for m, name := range names {
+		b.ReportMetric(rps[m], name+"-calls/s")
+		b.ReportMetric(p99[m], name+"-p99-µs")
+	}
+	b.ReportMetric(rps[1]/rps[0], names[1]+"/"+names[0]+"-throughput")
 }
 
 func grpcClient(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// BenchmarkStreamWorkers compares, side by side, a service with gRPC stream workers off
+// (grpc.stream_workers 0: each call on a goroutine of its own) and one with the default, in
+// memory mode and in Redis mode (a local redis-server), 32 clients at once in alternating
+// batches. It reports each one's throughput and p99, and workers/none-throughput.
+func BenchmarkStreamWorkers(b *testing.B) {
+	for _, redis := range []bool{false, true} {
+		name := "memory"
+		if redis {
+			name = "redis"
+		}
+		b.Run(name, func(b *testing.B) {
+			addr := ""
+			if redis {
+				addr = redistest.Start(b).Addr()
+			}
+			clients, reqs := benchPair(b, [2]string{
+				benchService(b, benchRule(redis), addr, map[string]string{"EXTAUTHZ_GRPC_STREAM_WORKERS": "0"}),
+				benchService(b, benchRule(redis), addr, nil),
+			})
+			b.ReportAllocs()
+			b.ResetTimer()
+			lat, spent := alternateParallel(b, clients, reqs)
+			b.StopTimer()
+			reportPair(b, [2]string{"none", "workers"}, lat, spent)
+		})
+	}
 }

@@ -408,6 +408,7 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.Bool("mtls", cfg.TLS.ClientCAFile != ""),
 		zap.Int("max_recv_msg_size", cfg.GRPC.MaxRecvMsgSize),
 		zap.Int("max_concurrent_streams", cfg.GRPC.MaxConcurrentStreams),
+		zap.Int("stream_workers", cfg.GRPC.StreamWorkers),
 		zap.Duration("keepalive_time", cfg.GRPC.Keepalive.Time),
 		zap.Duration("keepalive_timeout", cfg.GRPC.Keepalive.Timeout),
 		zap.Duration("keepalive_min_time", cfg.GRPC.Keepalive.MinTime),

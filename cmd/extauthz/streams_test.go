@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,6 +70,45 @@ func TestBinaryMaxConcurrentStreams(t *testing.T) {
 			stopWatch()
 			if code := checkCode(t, client, "GET", "/x", "a"); code != codes.OK {
 				t.Errorf("Check after the stream ended = %v, want OK", code)
+			}
+		})
+	}
+}
+
+// With every stream worker busy (open Watch streams hold them), a call still runs at once, on a
+// goroutine of its own; the start log says how many workers there are.
+func TestBinaryStreamWorkers(t *testing.T) {
+	for _, workers := range []string{"", "0", "1"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := "grpc_addr: 127.0.0.1:0\nadmin_addr: 127.0.0.1:0\nrules_file: \"\"\n"
+			want := float64(64)
+			if workers != "" {
+				cfg += "grpc: {stream_workers: " + workers + "}\n"
+				n, _ := strconv.Atoi(workers)
+				want = float64(n)
+			}
+			p := startIn(t, dir, "--config", writeFile(t, dir, "extauthz.yaml", cfg))
+			if got := p.Entry("starting extauthz")["stream_workers"]; got != want {
+				t.Errorf("logged stream_workers = %v, want %v", got, want)
+			}
+			conn := dial(t, p.GRPCAddr)
+			watchCtx, stopWatch := context.WithCancel(context.Background())
+			defer stopWatch()
+			for range 3 { // more open streams than one worker
+				watch, err := healthpb.NewHealthClient(conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := watch.Recv(); err != nil {
+					t.Fatalf("watch: %v", err)
+				}
+			}
+			client := authv3.NewAuthorizationClient(conn)
+			for range 20 {
+				if code := checkCode(t, client, "GET", "/x", "a"); code != codes.OK {
+					t.Fatalf("Check beside open streams = %v, want OK", code)
+				}
 			}
 		})
 	}

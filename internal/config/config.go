@@ -110,8 +110,11 @@ type GRPCConfig struct {
 	MaxRecvMsgSize int `json:"max_recv_msg_size"`
 	// MaxConcurrentStreams is the most calls one client connection may have in flight (HTTP/2
 	// SETTINGS_MAX_CONCURRENT_STREAMS); a client opens more only as earlier ones finish.
-	MaxConcurrentStreams int             `json:"max_concurrent_streams"`
-	Keepalive            KeepaliveConfig `json:"keepalive"`
+	MaxConcurrentStreams int `json:"max_concurrent_streams"`
+	// StreamWorkers is how many long-lived goroutines run calls; a call that finds them all
+	// busy runs on a goroutine of its own. 0: every call on a goroutine of its own.
+	StreamWorkers int             `json:"stream_workers"`
+	Keepalive     KeepaliveConfig `json:"keepalive"`
 }
 
 // KeepaliveConfig is the server's keepalive pings and its enforcement on clients.
@@ -140,6 +143,14 @@ type RedisConfig struct {
 // Enabled reports whether a Redis store is configured.
 func (c RedisConfig) Enabled() bool { return len(c.Addrs) > 0 }
 
+// DefaultStreamWorkers is grpc.stream_workers unless set: enough for the calls in flight of a
+// busy replica in Redis mode (each waits one round trip), few enough that idle workers hold
+// little memory (a parked goroutine and its stack, typically 8–16 KB each).
+const DefaultStreamWorkers = 64
+
+// MaxStreamWorkers bounds grpc.stream_workers: workers are started at once and never idle out.
+const MaxStreamWorkers = 65536
+
 // Default is the built-in configuration: gRPC on :9001, admin HTTP on loopback, no rules file
 // named (Load then picks DefaultRulesFile when present), in-memory state.
 func Default() Config {
@@ -150,6 +161,7 @@ func Default() Config {
 		GRPC: GRPCConfig{
 			MaxRecvMsgSize:       4 << 20,
 			MaxConcurrentStreams: 1024,
+			StreamWorkers:        DefaultStreamWorkers,
 			Keepalive:            KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second},
 		},
 		ShutdownGrace: 15 * time.Second,
@@ -232,6 +244,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.GRPC.MaxConcurrentStreams; n <= 0 || int64(n) > math.MaxUint32 {
 		add("grpc.max_concurrent_streams", "must be between 1 and %d, not %d", uint32(math.MaxUint32), n)
+	}
+	if n := c.GRPC.StreamWorkers; n < 0 || n > MaxStreamWorkers {
+		add("grpc.stream_workers", "must be between 0 and %d, not %d", MaxStreamWorkers, n)
 	}
 	if c.GRPC.Keepalive.Time < 0 {
 		add("grpc.keepalive.time", "must not be negative, not %v", c.GRPC.Keepalive.Time)

@@ -43,7 +43,7 @@ func TestDefaults(t *testing.T) {
 		RulesFile:     "rules.yaml",
 		RulesOptional: true,
 		Log:           LogConfig{Level: "info", Format: "json"},
-		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
+		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, StreamWorkers: 64, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,
 		SweepInterval: time.Minute,
 		Mapping: descriptors.Config{
@@ -383,6 +383,8 @@ func TestValidate(t *testing.T) {
 		{"client ca alone", func(c *Config) { c.TLS.ClientCAFile = "ca.pem" }, []string{"tls.client_ca_file"}},
 		{"msg size", func(c *Config) { c.GRPC.MaxRecvMsgSize = 0 }, []string{"grpc.max_recv_msg_size"}},
 		{"streams", func(c *Config) { c.GRPC.MaxConcurrentStreams = 0 }, []string{"grpc.max_concurrent_streams"}},
+		{"workers negative", func(c *Config) { c.GRPC.StreamWorkers = -1 }, []string{"grpc.stream_workers"}},
+		{"workers too many", func(c *Config) { c.GRPC.StreamWorkers = MaxStreamWorkers + 1 }, []string{"grpc.stream_workers"}},
 		{"keepalive", func(c *Config) {
 			c.GRPC.Keepalive = KeepaliveConfig{Time: -1, Timeout: 0, MinTime: -1}
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
