@@ -7,6 +7,10 @@
 # and name the binary, e.g.
 #   git clone <envoyproxy/ratelimit> /tmp/rl && (cd /tmp/rl && go build -o ratelimit ./src/service_cmd)
 #   RL_BIN=/tmp/rl/ratelimit bench/rlcompare/run.sh
+# With PIN=1 the service under test and redis-server run on CPU 0 and the load generator on CPU
+# 1 (taskset), so that the load generator does not take CPU from the service: the throughput is
+# then what one core gives the service and its Redis. Unpinned, all three share both cores.
+#
 # It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001) and RL_PORT
 # (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
 set -euo pipefail
@@ -17,6 +21,10 @@ rport="${REDIS_PORT:-16379}"
 eport="${EXTAUTHZ_PORT:-18001}"
 lport="${RL_PORT:-18081}"
 clients="${CLIENTS:-50}"
+server=() client=()
+if [ "${PIN:-0}" = 1 ]; then
+	server=(taskset -c 0) client=(taskset -c 1)
+fi
 work="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -29,7 +37,7 @@ trap cleanup EXIT
 (cd ../.. && go build -o "$work/extauthz" ./cmd/extauthz)
 go build -o "$work/rlcompare" .
 
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+"${server[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 pids+=($!)
 until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.1; done
 
@@ -44,10 +52,10 @@ param_flow:
 RULES
 	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules.yaml" \
 		EXTAUTHZ_STORE_REDIS_ADDRS="127.0.0.1:$rport" EXTAUTHZ_STORE_REDIS_TIMEOUT=1s EXTAUTHZ_STORE_REDIS_FALLBACK=deny \
-		EXTAUTHZ_LOG_LEVEL=error "$work/extauthz" >"$work/extauthz.log" 2>&1 &
+		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
-	"$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -71,10 +79,10 @@ CONF
 	USE_STATSD=false LOG_LEVEL=error REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
 		RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
 		GRPC_HOST=127.0.0.1 GRPC_PORT="$lport" HOST=127.0.0.1 PORT="$((lport - 1))" DEBUG_HOST=127.0.0.1 DEBUG_PORT=16070 \
-		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
+		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "${server[@]}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
 	local pid=$!
 	wait_port "$lport"
-	"$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
