@@ -56,6 +56,10 @@ type ParseOptions struct {
 	// Mapping, when set, is the service's mapping config: rules that it leaves without the
 	// input they need (an origin, a param source, a lease key) get warnings.
 	Mapping *descriptors.Config
+
+	// yamlItems, when set, converts YAML by list items, reusing those of the file it converted
+	// before (the Store's loads of one file).
+	yamlItems *yamlItems
 }
 
 // Parse decodes and validates data, read from file (used in messages and to tell the format by
@@ -124,7 +128,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 	top := ruleErrs{file: file, index: -1}
 	var errs Errors
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	js, err := toJSON(file, data)
+	js, err := toJSON(file, data, opts.yamlItems)
 	if err != nil {
 		top.add("", "%v", err)
 		top.done(&errs, "")
@@ -174,8 +178,9 @@ type positions struct {
 // is read as YAML (of which JSON is a subset). Duplicate keys are an error either way.
 //
 // The nesting depth is checked first, by one linear pass (MaxDepth), and again on the JSON a
-// YAML file converts to, so that no decoding step costs more than linear time.
-func toJSON(file string, data []byte) ([]byte, error) {
+// YAML file converts to, so that no decoding step costs more than linear time. With items set,
+// YAML is converted by list items when it can be (see yamlItems), and whole otherwise.
+func toJSON(file string, data []byte, items *yamlItems) ([]byte, error) {
 	if isJSONFile(file) {
 		if err := checkJSONDepth(data); err != nil {
 			return nil, fmt.Errorf("cannot parse JSON: %v", err)
@@ -200,10 +205,16 @@ func toJSON(file string, data []byte) ([]byte, error) {
 	if err := checkYAMLDepth(data); err != nil {
 		return nil, fmt.Errorf("cannot parse YAML: %v", err)
 	}
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-		return nil, fmt.Errorf("cannot parse YAML: %s", msg)
+	js, ok := []byte(nil), false
+	if items != nil {
+		js, ok = items.convert(data)
+	}
+	if !ok {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+			return nil, fmt.Errorf("cannot parse YAML: %s", msg)
+		}
 	}
 	if err := checkJSONDepth(js); err != nil { // aliases, or text the line scan misread
 		return nil, fmt.Errorf("cannot parse YAML: %v", err)

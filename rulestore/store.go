@@ -93,6 +93,10 @@ type Store struct {
 // set yet), unless it is missing and Optional.
 func New(opts Options) (*Store, error) {
 	s := &Store{opts: opts}
+	if opts.File != "" && !isJSONFile(opts.File) {
+		// the file's loads convert only the YAML list items that changed (see yamlItems)
+		s.opts.Parse.yamlItems = new(yamlItems)
+	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now
 	}
@@ -108,7 +112,7 @@ func New(opts Options) (*Store, error) {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	rules, pos, err := parse(opts.File, data, opts.Parse)
+	rules, pos, err := parse(opts.File, data, s.opts.Parse)
 	if err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err

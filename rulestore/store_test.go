@@ -1,12 +1,14 @@
 package rulestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -380,4 +382,42 @@ func rulesJSON(t *testing.T, bump int) []byte {
 	}
 	b.WriteString("]}\n")
 	return []byte(b.String())
+}
+
+// A YAML file's reload converts only the list items that changed; what it applies is what the
+// whole file parses to, and a file that does not parse is reported with its line, as a file
+// converted whole is.
+func TestStoreYAMLReloadConvertsChangedItems(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, string(rulesN(500, 0)))
+	s, err := New(Options{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := rulesN(500, 1) // every 50th rule's count bumped: 10 rules
+	writeFile(t, path, string(changed))
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.opts.Parse.yamlItems.converted; got != 10 {
+		t.Errorf("the reload converted %d items, want the 10 that changed", got)
+	}
+	want, err := Parse(path, changed, ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Current().Rules; !reflect.DeepEqual(got.ParamFlow, want.ParamFlow) {
+		t.Error("the rules applied differ from the file's")
+	}
+
+	broken := bytes.Replace(changed, []byte(`resource: "GET:/r7"`), []byte(`resource: "GET:/r7`), 1)
+	writeFile(t, path, string(broken))
+	err = s.Reload()
+	_, whole := Parse(path, broken, ParseOptions{})
+	if err == nil || whole == nil || err.Error() != whole.Error() || !strings.Contains(err.Error(), "line 9") {
+		t.Errorf("reload of a broken file: %v\nparsed whole: %v", err, whole)
+	}
+	if s.Current().Version != 2 {
+		t.Errorf("version %d after a rejected reload, want 2", s.Current().Version)
+	}
 }
