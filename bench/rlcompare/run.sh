@@ -7,9 +7,11 @@
 # and name the binary, e.g.
 #   git clone <envoyproxy/ratelimit> /tmp/rl && (cd /tmp/rl && go build -o ratelimit ./src/service_cmd)
 #   RL_BIN=/tmp/rl/ratelimit bench/rlcompare/run.sh
-# With PIN=1 the service under test and redis-server run on CPU 0 and the load generator on CPU
-# 1 (taskset), so that the load generator does not take CPU from the service: the throughput is
-# then what one core gives the service and its Redis. Unpinned, all three share both cores.
+# Unpinned, the service, redis-server and the load generator share both cores. With PIN=1
+# (taskset) the service and redis-server run on CPU 0 and the load generator on CPU 1: the
+# throughput is what one core gives the service and its Redis. With PIN=2 the service runs on
+# CPU 0 and redis-server with the load generator on CPU 1: what one core gives the service,
+# with Redis elsewhere as in production.
 #
 # It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001) and RL_PORT
 # (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
@@ -21,10 +23,11 @@ rport="${REDIS_PORT:-16379}"
 eport="${EXTAUTHZ_PORT:-18001}"
 lport="${RL_PORT:-18081}"
 clients="${CLIENTS:-50}"
-server=() client=()
-if [ "${PIN:-0}" = 1 ]; then
-	server=(taskset -c 0) client=(taskset -c 1)
-fi
+server=() redis=() client=()
+case "${PIN:-0}" in
+1) server=(taskset -c 0) redis=(taskset -c 0) client=(taskset -c 1) ;;
+2) server=(taskset -c 0) redis=(taskset -c 1) client=(taskset -c 1) ;;
+esac
 work="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -37,7 +40,7 @@ trap cleanup EXIT
 (cd ../.. && go build -o "$work/extauthz" ./cmd/extauthz)
 go build -o "$work/rlcompare" .
 
-"${server[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+"${redis[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 pids+=($!)
 until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.1; done
 
