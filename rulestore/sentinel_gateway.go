@@ -1,0 +1,276 @@
+package rulestore
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+)
+
+// Sentinel's gateway rules and API definitions, as its API-gateway adapter and dashboard store
+// them.
+
+// gatewayDoc is Sentinel's GatewayFlowRule (sentinel-api-gateway-adapter-common), or the
+// dashboard's GatewayFlowRuleEntity once its metadata is set aside.
+type gatewayDoc struct {
+	Resource             string          `json:"resource"`
+	ResourceMode         int             `json:"resourceMode"`
+	Grade                int             `json:"grade"`
+	Count                float64         `json:"count"`
+	IntervalSec          int64           `json:"intervalSec"`
+	Interval             int64           `json:"interval"`
+	IntervalUnit         int             `json:"intervalUnit"`
+	ControlBehavior      int             `json:"controlBehavior"`
+	Burst                int64           `json:"burst"`
+	MaxQueueingTimeoutMs int64           `json:"maxQueueingTimeoutMs"`
+	ParamItem            json.RawMessage `json:"paramItem"`
+}
+
+// gatewayItemDoc is a GatewayParamFlowItem.
+type gatewayItemDoc struct {
+	Index         int    `json:"index"`
+	ParseStrategy int    `json:"parseStrategy"`
+	FieldName     string `json:"fieldName"`
+	Pattern       string `json:"pattern"`
+	MatchStrategy int    `json:"matchStrategy"`
+}
+
+// apiDoc is Sentinel's ApiDefinition (or the dashboard's ApiDefinitionEntity).
+type apiDoc struct {
+	ApiName        string            `json:"apiName"`
+	PredicateItems []json.RawMessage `json:"predicateItems"`
+}
+
+// apiPredicateDoc is an ApiPathPredicateItem.
+type apiPredicateDoc struct {
+	Pattern       string `json:"pattern"`
+	MatchStrategy int    `json:"matchStrategy"`
+}
+
+// GatewayRouteParam is the param a gateway rule without a paramItem limits: the route's own
+// resource name, one value per route, so that the whole route shares one bucket as in Sentinel.
+const GatewayRouteParam = "gateway_route"
+
+// apiDefinitions reads the ApiDefinitions of a list first, so that the gateway rules naming
+// them can say which paths they cover.
+func (p *parser) apiDefinitions(elems []json.RawMessage) {
+	for i, e := range elems {
+		ms, err := members(e)
+		if err != nil {
+			continue
+		}
+		var inner []member
+		for _, m := range ms {
+			if !dashboardMeta[m.name] {
+				inner = append(inner, m)
+			}
+		}
+		if classify(inner) != shapeAPI {
+			continue
+		}
+		if !hasMember(ms, "apiName") && !hasMember(ms, "predicateItems") {
+			continue
+		}
+		for _, m := range ms {
+			if dashboardMeta[m.name] && m.name != "id" {
+				p.sawMeta = true
+			}
+		}
+		p.apiDefinition(i, inner)
+	}
+}
+
+func (p *parser) apiDefinition(i int, ms []member) {
+	r := p.rule(sectionAPI, i)
+	var d apiDoc
+	decodeMembers(ms, &d, "", r.add)
+	if d.ApiName == "" && !fieldFailed(r, "apiName") {
+		r.add("apiName", "must not be empty")
+	}
+	var paths []string
+	for j, raw := range d.PredicateItems {
+		prefix := fmt.Sprintf("predicateItems[%d].", j)
+		var it apiPredicateDoc
+		g := decodeStrict(raw, &it, prefix, r.add)
+		if !g.ok() {
+			continue
+		}
+		if it.Pattern == "" && !fieldFailed(r, prefix+"pattern") {
+			r.add(prefix+"pattern", "must not be empty")
+			continue
+		}
+		switch it.MatchStrategy {
+		case 0:
+			paths = append(paths, "path "+strconv.Quote(it.Pattern))
+		case 1:
+			paths = append(paths, "path prefix "+strconv.Quote(strings.TrimSuffix(it.Pattern, "**")))
+		case 2:
+			if _, err := regexp.Compile(it.Pattern); err != nil {
+				r.add(prefix+"pattern", "invalid regex (RE2 syntax): %v", err)
+				continue
+			}
+			paths = append(paths, "path regex "+strconv.Quote(it.Pattern))
+		default:
+			r.add(prefix+"matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex)", it.MatchStrategy)
+		}
+	}
+	if len(d.PredicateItems) == 0 && !fieldFailed(r, "predicateItems") {
+		r.add("predicateItems", "must list at least one path predicate")
+	}
+	if len(r.errs) == 0 {
+		if p.apis == nil {
+			p.apis = make(map[string][]string)
+		}
+		p.apis[d.ApiName] = paths
+		p.warn(sectionAPI, i, d.ApiName, fmt.Sprintf("custom API %q (%s): give the Envoy routes of these paths the context_extensions resource: %q; its gateway rules limit that resource", d.ApiName, strings.Join(paths, ", "), d.ApiName))
+	}
+	r.done(&p.errs, d.ApiName)
+}
+
+// gatewayRule decodes a GatewayFlowRule into a param-flow rule. resourceMode 0 names a route, 1
+// a custom API (an ApiDefinition); both become the resource of the routes that carry it as
+// context_extensions resource. grade 1 is QPS, 0 concurrency; controlBehavior 0 reject, 2
+// throttle; the interval is intervalSec, or interval in intervalUnit (0 s, 1 min, 2 h, 3 days)
+// as the dashboard writes it. maxQueueingTimeoutMs applies to throttle rules only (Sentinel
+// defaults it to 500 on every rule, so it is ignored on others). The paramItem's parseStrategy
+// (0 client IP, 1 host, 2 header, 3 URL param, 4 cookie) and fieldName name the param, which the
+// service's mapping config must provide; its pattern and matchStrategy (0 exact, 1 prefix, 2
+// regex, 3 contains) become the rule's match. Without a paramItem, the rule limits the whole
+// route, through GatewayRouteParam.
+func (p *parser) gatewayRule(i int, ms []member) {
+	r := p.rule(sectionParamFlow, i)
+	var d gatewayDoc
+	given := decodeMembers(ms, &d, "", r.add)
+	rule := hotparam.Rule{Resource: d.Resource, Burst: d.Burst, Duration: time.Second}
+	if d.Resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
+	switch d.ResourceMode {
+	case 0:
+	case 1:
+		if _, ok := p.apis[d.Resource]; !ok && len(r.errs) == 0 {
+			p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("custom API %q is not defined in this file: give the Envoy routes of its paths the context_extensions resource: %q", d.Resource, d.Resource))
+		}
+	default:
+		r.add("resourceMode", "unknown mode %d (0 = route id, 1 = custom API)", d.ResourceMode)
+	}
+	switch {
+	case !given.has("grade") || d.Grade == 1:
+		rule.Grade = hotparam.QPS
+	case d.Grade == 0:
+		rule.Grade = hotparam.Concurrency
+	default:
+		r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", d.Grade)
+	}
+	rule.Count = requiredWhole(r, given, "count", d.Count)
+	switch d.ControlBehavior {
+	case 0:
+		rule.Behavior = hotparam.Reject
+	case 2:
+		rule.Behavior = hotparam.Throttle
+		rule.MaxQueueingTime = 500 * time.Millisecond
+		if given.has("maxQueueingTimeoutMs") {
+			rule.MaxQueueingTime = p.millis(r, "maxQueueingTimeoutMs", d.MaxQueueingTimeoutMs)
+		}
+	default:
+		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle)", d.ControlBehavior)
+	}
+	if rule.Grade == hotparam.Concurrency {
+		rule.MaxQueueingTime = 0
+	}
+	switch {
+	case given.has("interval"):
+		unit := map[int]int64{0: 1, 1: 60, 2: 3600, 3: 86400}
+		mul, ok := unit[d.IntervalUnit]
+		if !ok {
+			r.add("intervalUnit", "unknown unit %d (0 = second, 1 = minute, 2 = hour, 3 = day)", d.IntervalUnit)
+		} else if d.Interval > int64(1<<62)/mul/int64(time.Second) {
+			r.add("interval", "too large: %d", d.Interval)
+		} else {
+			rule.Duration = p.seconds(r, "interval", d.Interval*mul)
+		}
+	case given.has("intervalSec"):
+		rule.Duration = p.seconds(r, "intervalSec", d.IntervalSec)
+	}
+	if given.has("paramItem") {
+		p.gatewayItem(r, &rule, d.ParamItem)
+	} else {
+		rule.Param = GatewayRouteParam
+		p.noteSource(GatewayRouteParam, "context_extension", "resource")
+	}
+	p.checkParamFlow(r, &rule, ruleFields{
+		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burst",
+		maxQueueing: "maxQueueingTimeoutMs",
+	})
+	p.addParamFlow(r, i, rule)
+}
+
+// gatewayItem reads a gateway rule's paramItem into rule's param and match.
+func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessage) {
+	var it gatewayItemDoc
+	g := decodeStrict(raw, &it, "paramItem.", r.add)
+	if !g.ok() {
+		return
+	}
+	name := strings.ToLower(it.FieldName)
+	needName := func() bool {
+		if it.FieldName == "" && !fieldFailed(r, "paramItem.fieldName") {
+			r.add("paramItem.fieldName", "required for parseStrategy %d", it.ParseStrategy)
+			return false
+		}
+		return true
+	}
+	switch it.ParseStrategy {
+	case 0:
+		rule.Param = "client_ip"
+		p.noteSource(rule.Param, "client_ip", "")
+	case 1:
+		rule.Param = "host"
+		p.noteSource(rule.Param, "host", "")
+	case 2:
+		if needName() {
+			rule.Param = "header_" + name
+			p.noteSource(rule.Param, "header", name)
+		}
+	case 3:
+		if needName() {
+			rule.Param = "query_" + it.FieldName
+			p.noteSource(rule.Param, "query", it.FieldName)
+		}
+	case 4:
+		if needName() {
+			rule.Param = "cookie_" + it.FieldName
+			p.noteSource(rule.Param, "cookie", it.FieldName)
+		}
+	default:
+		r.add("paramItem.parseStrategy", "unknown strategy %d (0 = client IP, 1 = host, 2 = header, 3 = URL param, 4 = cookie)", it.ParseStrategy)
+	}
+	if it.Pattern == "" {
+		return
+	}
+	var kind MatchKind
+	pattern := it.Pattern
+	switch it.MatchStrategy {
+	case 0:
+		kind = MatchExact
+	case 1:
+		kind = MatchPrefix
+	case 2:
+		kind, pattern = MatchRegex, "^(?:"+it.Pattern+")$"
+	case 3:
+		kind = MatchContains
+	default:
+		r.add("paramItem.matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex, 3 = contains)", it.MatchStrategy)
+		return
+	}
+	m, err := NewMatch(kind, pattern)
+	if err != nil {
+		r.add("paramItem.pattern", "%v", err)
+		return
+	}
+	rule.Match = m
+}
