@@ -107,7 +107,10 @@ func TestSIGTERMWithCallsInFlight(t *testing.T) {
 			errs[i], codes[i] = err, resp.GetOverallCode()
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // the calls are in, most of them held
+	// the first call passes at once, the others are held
+	if !eventually(5*time.Second, func() bool { return metricValue(t, s.proc, "extauthz_queue_waiting ") == n-1 }) {
+		t.Fatalf("extauthz_queue_waiting = %v within 5s, want %d held", metricValue(t, s.proc, "extauthz_queue_waiting "), n-1)
+	}
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

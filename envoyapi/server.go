@@ -123,6 +123,9 @@ func New(opts Options) *Server {
 	return s
 }
 
+// Waiting is how many requests are held in throttle queues now, both APIs together.
+func (s *Server) Waiting() int { return s.policy.Waiting() }
+
 // Register registers the Authorization and RateLimitService services on g.
 func (s *Server) Register(g *grpc.Server) {
 	authv3.RegisterAuthorizationServer(g, s)

@@ -66,7 +66,9 @@ func TestCheckThrottle(t *testing.T) {
 	// A call cancelled during its wait (200ms now) returns the context's error.
 	cctx, ccancel := context.WithCancel(context.Background())
 	go func() {
-		time.Sleep(30 * time.Millisecond)
+		for r.srv.Waiting() == 0 { // cancel once the call is held
+			time.Sleep(time.Millisecond)
+		}
 		ccancel()
 	}()
 	_, err = r.auth.Check(cctx, req)

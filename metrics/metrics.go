@@ -92,6 +92,7 @@ type Metrics struct {
 	redisFallback *prometheus.CounterVec
 	redisBreaker  prometheus.GaugeFunc
 	redisCached   prometheus.CounterFunc
+	queueWaiting  prometheus.GaugeFunc
 	sources       atomic.Pointer[Sources] // read at scrape time; see Watch
 }
 
@@ -172,6 +173,15 @@ func New(opts Options) *Metrics {
 			}
 			return 0
 		}),
+		queueWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "extauthz_queue_waiting",
+			Help: "Requests held in throttle queues now, all rules and both APIs together (decision.max_waiting caps it).",
+		}, func() float64 {
+			if f := m.source().Waiting; f != nil {
+				return float64(f())
+			}
+			return 0
+		}),
 	}
 	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits})
 	noResources, noDomains := table{}, map[string]struct{}{}
@@ -181,7 +191,7 @@ func New(opts Options) *Metrics {
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
-		m.redisFallback, m.redisBreaker, m.redisCached)
+		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
@@ -193,11 +203,12 @@ func New(opts Options) *Metrics {
 }
 
 // Sources are what m reads from the service at scrape time. A nil func reads as nothing: no
-// per-rule series, the breaker closed, no cache hits.
+// per-rule series, the breaker closed, no cache hits, no request waiting.
 type Sources struct {
 	RuleStats      func() ([]hotparam.Rule, []hotparam.RuleStats)
 	BreakerOpen    func() bool // nil: no shared store
 	RedisCacheHits func() uint64
+	Waiting        func() int // requests held in throttle queues now
 }
 
 // Watch makes m read src at scrape time from now on. The service builds its metrics first (the

@@ -285,6 +285,23 @@ func TestRedisHooks(t *testing.T) {
 	}
 }
 
+// extauthz_queue_waiting reads the requests held now at each scrape; without a source it is 0.
+func TestQueueWaiting(t *testing.T) {
+	m := New(Options{NoRuntime: true})
+	if got := counter(t, m, "extauthz_queue_waiting", nil); got != 0 {
+		t.Errorf("waiting without a source = %v, want 0", got)
+	}
+	held := 3
+	m.Watch(Sources{Waiting: func() int { return held }})
+	if got := counter(t, m, "extauthz_queue_waiting", nil); got != 3 {
+		t.Errorf("waiting = %v, want 3", got)
+	}
+	held = 0
+	if got := counter(t, m, "extauthz_queue_waiting", nil); got != 0 {
+		t.Errorf("waiting once released = %v, want 0", got)
+	}
+}
+
 func TestNoBreaker(t *testing.T) {
 	m := New(Options{NoRuntime: true})
 	if got := counter(t, m, "extauthz_redis_breaker_open", nil); got != 0 {

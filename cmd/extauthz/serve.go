@@ -86,7 +86,8 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			s.close() // what was acquired before the failure
 		}
 	}()
-	// The stores report to the metrics; the metrics read the stores once both are built (Watch).
+	// The stores report to the metrics; the metrics read the stores and the decision path once
+	// they are built (Watch).
 	s.metrics = metrics.New(metrics.Options{})
 
 	mapper, err := descriptors.New(cfg.Mapping)
@@ -125,7 +126,6 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, err
 	}
 	s.store = store
-	s.metrics.Watch(storeSources(store, rem))
 	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store); err != nil {
 		return nil, err
 	}
@@ -155,6 +155,9 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Recorder: s.metrics,
 		Decision: cfg.Decision,
 	})
+	src := storeSources(store, rem)
+	src.Waiting = api.Waiting
+	s.metrics.Watch(src)
 	s.grpc = grpc.NewServer(opts...)
 	api.Register(s.grpc)
 	s.health = health.NewServer()
