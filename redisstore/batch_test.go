@@ -109,7 +109,7 @@ func TestBatchUnderLoad(t *testing.T) {
 // A call queued behind one that hangs gives up at its own deadline; the key is usable after.
 func TestBatchQueuedCallTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond, BreakerFailures: 100})
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond, BreakerFailures: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,20 +120,31 @@ func TestBatchQueuedCallTimesOut(t *testing.T) {
 	}
 	srv.Pause()
 	errs := make(chan error, 3)
-	for i := range 3 {
-		go func() {
-			time.Sleep(time.Duration(i) * 20 * ms) // the first is in flight, the others queue
-			errs <- s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1))
-		}()
+	call := func() {
+		errs <- s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1))
+	}
+	queued := func() (inFlight, waiting int) {
+		s.bat.mu.Lock()
+		defer s.bat.mu.Unlock()
+		for _, q := range s.bat.queues {
+			inFlight++
+			waiting += len(q.waiting)
+		}
+		return inFlight, waiting
 	}
 	begin := time.Now()
+	go call()
+	waitFor(t, "the first call in flight", func() bool { f, _ := queued(); return f == 1 })
+	go call()
+	go call()
+	waitFor(t, "two calls queued behind it", func() bool { _, w := queued(); return w == 2 })
 	for range 3 {
 		if err := <-errs; err == nil {
 			t.Error("a call with Redis paused: got nil error")
 		}
 	}
 	if el := time.Since(begin); el > 2*time.Second {
-		t.Errorf("calls answered after %v: want about the 200ms timeout", el)
+		t.Errorf("calls answered after %v: want about the 500ms timeout", el)
 	}
 	srv.Resume()
 	res := make([]hotparam.RemoteResult, 1)
@@ -148,16 +159,5 @@ func TestBatchQueuedCallTimesOut(t *testing.T) {
 		time.Sleep(20 * ms)
 	}
 	// the goroutine that sent the last queued batch lets go of the key once it finds none left
-	for i := 0; ; i++ {
-		s.bat.mu.Lock()
-		n := len(s.bat.queues)
-		s.bat.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("queues left with nothing in flight: %d", n)
-		}
-		time.Sleep(10 * ms)
-	}
+	waitFor(t, "no queue left with nothing in flight", func() bool { f, _ := queued(); return f == 0 })
 }
