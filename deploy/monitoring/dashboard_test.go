@@ -177,7 +177,7 @@ func TestDashboardShape(t *testing.T) {
 	}
 	for _, m := range []string{
 		"extauthz_decisions_total", "extauthz_decision_duration_seconds_bucket",
-		"extauthz_queue_wait_seconds_bucket", "extauthz_hotparam_tracked_values",
+		"extauthz_queue_wait_seconds_bucket", "extauthz_queue_waiting", "extauthz_hotparam_tracked_values",
 		"extauthz_hotparam_evictions_total", "extauthz_rule_reloads_total",
 		"extauthz_rules_last_load_success", "extauthz_redis_calls_total",
 		"extauthz_redis_breaker_open", "extauthz_redis_fallbacks_total",
