@@ -102,9 +102,16 @@ func main() {
 		log.Fatalf("%s: no answer (%d failed)", *name, failed.Load())
 	}
 	perCheck := (cpu1 - cpu0) / float64(n) * 1e6
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check\n",
+	svcPerCheck := (svc1 - svc0) / float64(n) * 1e6
+	// what one core spent on the service and its Redis answers: the checks a second the two
+	// could give with a core to themselves, whatever the load generator took
+	capacity := "-"
+	if *pid != 0 && svcPerCheck+perCheck > 0 {
+		capacity = fmt.Sprintf("%.0f", 1e6/(svcPerCheck+perCheck))
+	}
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
 		*name, float64(n)/elapsed.Seconds(), ok.Load(), over.Load(), failed.Load(), perCheck,
-		float64(calls1-calls0)/float64(n), (svc1-svc0)/float64(n)*1e6, (self1-self0)/float64(n)*1e6)
+		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity)
 	if failed.Load() > 0 {
 		os.Exit(1)
 	}
