@@ -22,9 +22,10 @@ import (
 // block value ends where a line is indented no deeper than its list's dashes, so nothing of one
 // item reaches into the next; a quoted or flow value left open at an item's end fails to parse
 // on its own. Whatever could make the two differ is not split: anchors and aliases (one item
-// naming another), tags, directives and document markers, tabs and carriage returns, a line the
-// shape does not place. Such a file, and any part that fails to convert, goes through the
-// library whole, as every file did before, so errors keep their line numbers.
+// naming another), tags, directives and document markers, tabs, carriage returns and the other
+// characters YAML takes as line breaks (NEL, LS, PS), a line the shape does not place. Such a
+// file, and any part that fails to convert, goes through the library whole, as every file did
+// before, so errors keep their line numbers.
 
 // yamlItems holds what the last file converted by items was: its text and JSON, and where each
 // list item is in both. Loads are serialised by the Store, which owns it.
@@ -59,8 +60,8 @@ type span struct{ from, to int32 }
 // splitYAML splits data into top-level sections and list items, or reports that it cannot.
 // items is where to append the items (its capacity is a guess of their number).
 func splitYAML(data []byte, items []span) ([]yamlSection, []span, bool) {
-	if bytes.ContainsAny(data, "&*!\t\r") || len(data) > MaxFileSize {
-		return nil, nil, false
+	if bytes.ContainsAny(data, "&*!\t\r\u0085\u2028\u2029") || len(data) > MaxFileSize {
+		return nil, nil, false // the last three are line breaks to YAML 1.1, not to the split
 	}
 	var secs []yamlSection
 	dash := -1 // the indentation of the current section's dashes; -1 before its first item

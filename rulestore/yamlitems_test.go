@@ -55,6 +55,8 @@ func TestYAMLItemsSameAsWhole(t *testing.T) {
 		{"document marker", "---\nparam_flow:\n  - {resource: a}\n", false},
 		{"tab", "param_flow:\n\t- {resource: a}\n", false},
 		{"crlf", "param_flow:\r\n  - {resource: a}\r\n", false},
+		{"next line", "param_flow:\n  - {resource: a}\u0085- {resource: b}\n", false},
+		{"line separator", "param_flow:\n  - {resource: a}\u2028  - {resource: b}\n", false},
 		{"other key", "limits:\n  - {resource: a}\n", false},
 		{"key twice", "param_flow:\n  - {resource: a}\nparam_flow:\n  - {resource: b}\n", false},
 		{"mapping under key", "param_flow:\n  resource: a\n", false},
