@@ -21,7 +21,8 @@ import (
 // an item, parsed on its own (a list of one), is what the same item is in the whole file: a
 // block value ends where a line is indented no deeper than its list's dashes, so nothing of one
 // item reaches into the next; a quoted or flow value left open at an item's end fails to parse
-// on its own. Whatever could make the two differ is not split: anchors and aliases (one item
+// on its own. The items not taken from the file before are parsed after their section's key
+// line and comments, as they stand in the file, and must come out as that many elements. Whatever could make the two differ is not split: anchors and aliases (one item
 // naming another), tags, directives and document markers, tabs, carriage returns and the other
 // characters YAML takes as line breaks (NEL, LS, PS), a line the shape does not place. Such a
 // file, and any part that fails to convert, goes through the library whole, as every file did
@@ -91,7 +92,11 @@ func splitYAML(data []byte, items []span) ([]yamlSection, []span, bool) {
 					return nil, nil, false // the library reports a key given twice
 				}
 			}
-			secs = append(secs, yamlSection{key: string(key), from: int32(at), first: len(items), end: len(items)})
+			from := at
+			if len(secs) == 0 {
+				from = 0 // the comments above the first key are its head's
+			}
+			secs = append(secs, yamlSection{key: string(key), from: int32(from), first: len(items), end: len(items)})
 			dash = -1
 			if r := bytes.TrimSpace(rest); len(r) > 0 && r[0] != '#' {
 				dash = -2 // a value on its own: every further line belongs to it
@@ -195,7 +200,10 @@ func (c *yamlItems) convert(data []byte) ([]byte, bool) {
 			size += len(heads[si]) + 1
 			continue
 		}
-		missText, miss = missText[:0], miss[:0]
+		// the section's head and its items not repeated, in order: parsed as they are in the
+		// file, under their key and after its comments (so the head is checked too)
+		missText = append(missText[:0], data[s.from:s.to]...)
+		miss = miss[:0]
 		for i := s.first; i < s.end; i++ {
 			if k := src[i]; k >= 0 {
 				size += int(c.items[k].jsTo-c.items[k].jsFrom) + 1
@@ -204,12 +212,20 @@ func (c *yamlItems) convert(data []byte) ([]byte, bool) {
 			missText = append(missText, data[items[i].from:items[i].to]...)
 			miss = append(miss, i)
 		}
-		if len(miss) > 0 {
-			js, err := yaml.YAMLToJSONStrict(missText)
-			if err != nil {
+		js, err := yaml.YAMLToJSONStrict(missText)
+		if err != nil {
+			return nil, false
+		}
+		ms, err := scanMembers(js)
+		if err != nil || len(ms) != 1 || ms[0].name != s.key {
+			return nil, false
+		}
+		if len(miss) == 0 {
+			if !isNull(ms[0].value) {
 				return nil, false
 			}
-			got, err := scanElements(js)
+		} else {
+			got, err := scanElements(ms[0].value)
 			if err != nil || len(got) != len(miss) {
 				return nil, false
 			}

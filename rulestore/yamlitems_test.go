@@ -66,6 +66,19 @@ func TestYAMLItemsSameAsWhole(t *testing.T) {
 		{"duplicate field", "param_flow:\n  - {resource: a, resource: b}\n", false},
 		{"dedent inside list", "param_flow:\n    - {resource: a}\n  - {resource: b}\n", false},
 		{"comment only", "# nothing\n", false},
+		// the head is parsed with the items: what it holds counts as it does whole
+		{"bad byte in the key's comment", "param_flow: # \xff\n  - a\n", false},
+		{"control character in the key's comment", "param_flow: # \x01\n  - a\n", false},
+		{"bad byte under the key", "param_flow:\n# \xff\n  - a\n", false},
+		{"bad byte above the first key", "# \xff\nparam_flow:\n  - a\n", false},
+		{"delete above the first key", "# \x7f\nparam_flow:\n  - a\n", false},
+		{"next line in the key's comment", "param_flow: # c\u0085  - b\n  - a\n", false},
+		{"line separator in the key's comment", "param_flow: # c\u2028authority: x\n  - a\n", false},
+		{"next line above the first key", "# c\u0085authority: x\nparam_flow:\n  - a\n", false},
+		{"next line in a comment after an item", "param_flow:\n  - a\n  # c\u0085authority: x\n", false},
+		// an item is parsed where it stands, not as a document of its own
+		{"quoted text over a comment-like line", "param_flow:\n    - \"a\n#\" x\n", false},
+		{"deep item", "param_flow:\n  " + strings.Repeat("- ", 10000) + "x\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +131,18 @@ func TestYAMLItemsAcrossFiles(t *testing.T) {
 	}
 }
 
+// An item whose JSON was taken with the wrong boundaries must never be reused: each file below
+// is converted after the one before it by one yamlItems.
+func TestYAMLItemsBoundaries(t *testing.T) {
+	checkItems(t,
+		[]byte("param_flow:\n  - \"x\n  - y\"\n  - c\u0085  - d\n"),
+		[]byte("param_flow:\n  - \"x\n  - y\"\n"),
+		[]byte("param_flow:\n  - \"x\n"),
+		[]byte("param_flow:\n  - \"x\n  - y\"\n  - c\n"),
+		[]byte("param_flow:\n  - c\n  - \"x\n  - y\"\n"),
+	)
+}
+
 // FuzzYAMLItems converts two inputs in turn with one yamlItems: whatever is converted by items
 // must be exactly what the whole input converts to.
 func FuzzYAMLItems(f *testing.F) {
@@ -127,6 +152,7 @@ func FuzzYAMLItems(f *testing.F) {
 		[]byte("param_flow: []\nauthority:\n  - resource: a\n    strategy: white\n    origins: [x]\n  - resource: b\n    strategy: black\n    origins:\n    - y\n"))
 	f.Add([]byte("param_flow:\n- resource: \"a\n  - b\"\n  param: p\n"), []byte("param_flow:\n- resource: 'a'\n- |\n  x\n"))
 	f.Add([]byte("authority: [\n  {resource: a}\n  ]\n"), []byte("authority:\n  -\n  - null\n  - [1, 2]\n"))
+	f.Add([]byte("# top\nparam_flow: # c\n  - a\n    # c\n  - \"b\n#\" x\n"), []byte("param_flow:\n    - 'a\n  #' b\n    - c\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		if len(a) > 4096 || len(b) > 4096 || checkYAMLDepth(a) != nil || checkYAMLDepth(b) != nil {
 			return
