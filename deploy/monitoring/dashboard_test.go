@@ -202,7 +202,7 @@ func TestAlertsShape(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ExtauthzRulesLoadFailing", "ExtauthzRedisBreakerOpen", "ExtauthzRedisFallbacks", "ExtauthzHotParamEvictions", "ExtauthzDecisionLatencyHigh"} {
+	for _, a := range []string{"ExtauthzRulesLoadFailing", "ExtauthzRedisBreakerOpen", "ExtauthzRedisFallbacks", "ExtauthzHotParamEvictions", "ExtauthzDecisionLatencyHigh", "ExtauthzThrottleQueueFull"} {
 		if !seen[a] {
 			t.Errorf("alert %s missing", a)
 		}

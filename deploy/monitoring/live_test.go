@@ -58,11 +58,14 @@ authz:
 ratelimit:
   resource_key: resource
   origin_key: origin
+# The orders of a round hold 5 at once; the bulk burst holds 6, and refuses the rest.
+decision:
+  max_waiting: 6
 `
 
 // liveRules block on every path the dashboard shows: an authority white list, a per-item
-// limit on a rule whose capacity is 2 (so distinct items evict each other), a throttled rule
-// (queue waits), a cluster rule (Redis calls and fallbacks) and a shadow rule.
+// limit on a rule whose capacity is 2 (so distinct items evict each other), throttled rules
+// (queue waits, and full queues), a cluster rule (Redis calls and fallbacks) and a shadow rule.
 const liveRules = `
 authority:
   - resource: "GET:/items"
@@ -79,6 +82,13 @@ param_flow:
     param: user
     grade: qps
     count: 10
+    duration: 1s
+    behavior: throttle
+    max_queueing_time: 2s
+  - resource: "POST:/bulk"
+    param: user
+    grade: qps
+    count: 5
     duration: 1s
     behavior: throttle
     max_queueing_time: 2s
@@ -100,7 +110,7 @@ param_flow:
 // gRPC, has a real Prometheus scrape it and load alerts.yaml, and evaluates every dashboard
 // query and every alert expression: each must return data. The traffic is made so that each
 // alert's condition holds (a rejected reload, the breaker open, fallbacks, evictions, slow
-// throttled answers), so that the alert expressions return series too, and Prometheus must
+// throttled answers, full queues), so that the alert expressions return series too, and Prometheus must
 // report each alert pending or firing.
 func TestPackAgainstBinary(t *testing.T) {
 	promPath := tool(t, "prometheus")
@@ -241,6 +251,27 @@ func (tr *traffic) round(n int) {
 		if c != rlsv3.RateLimitResponse_OK {
 			t.Errorf("order %d: %v, want OK after a throttle wait", i, c)
 		}
+	}
+	// A bulk burst of 12 at once against 5 a second: the first passes, 6 are held (200ms to
+	// 1.2s apart, decision.max_waiting), and those that come while 6 wait are refused
+	// (queue_full). The held ones leave 200ms apart, so the burst's stragglers may be held too:
+	// at least one refusal, never more than 5.
+	bulk := make([]rlsv3.RateLimitResponse_Code, 12)
+	for i := range bulk {
+		wg.Go(func() {
+			bulk[i] = tr.rateLimit([2]string{"resource", "POST:/bulk"}, [2]string{"user", fmt.Sprintf("u%d", n)})
+		})
+	}
+	wg.Wait()
+	tr.sent += len(bulk)
+	refused := 0
+	for _, c := range bulk {
+		if c == rlsv3.RateLimitResponse_OVER_LIMIT {
+			refused++
+		}
+	}
+	if refused < 1 || refused > 5 {
+		t.Errorf("bulk burst: %d of 12 refused, want 1 to 5 (queue_full)", refused)
 	}
 	// The cluster rule: counted in Redis, or by the local fallback once Redis fails.
 	for range 5 {
