@@ -204,7 +204,9 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 		case kindThrottle:
 			o.lim.advance(s, now)
 			o.saved = *s
-			mw := maxWait(o.rs, now, opt)
+			// a deadline passed already leaves no time to wait, as in the Redis store, where
+			// the wait is bounded by 0: a request that need not wait still passes
+			mw := max(maxWait(o.rs, now, opt), 0)
 			if o.probe {
 				ok, o.wait = o.lim.free(s, now)
 				mw = 0

@@ -47,7 +47,8 @@ type Entry struct {
 // CheckOptions tune one Check.
 type CheckOptions struct {
 	// Deadline, when not zero, is the latest instant a throttled request may be answered: a
-	// request whose wait ends after it is blocked at once and consumes nothing.
+	// request whose wait ends after it is blocked at once and consumes nothing. One that need
+	// not wait passes even when the deadline has passed already.
 	Deadline time.Time
 	// SkipConcurrency leaves concurrency rules out (callers with no completion signal).
 	SkipConcurrency bool
