@@ -24,9 +24,12 @@
 --
 -- A refund (a release of a Refund rule's bucket or throttle) gives back at most what the
 -- acquisition of the same lease id consumed for that value, and nothing without a lease id: an
--- acquisition that consumed (the call passed) adds its hits to its lease's record, a string of
--- 2 doubles (hits, end in us) expiring at end, a lease after; a release takes from it what it
--- gives back. An undo gives back its hits and takes them from the record.
+-- acquisition that consumed (the call passed) appends to its lease's record a pair of doubles
+-- (hits, end in us, a lease after it), the record expiring with its last end; a release takes
+-- what it gives back from the pairs not ended, the latest first, as the memory engine does, so
+-- an id used again never brings back what an ended acquisition took. An undo gives back its
+-- hits and takes them from the record the same way. A record keeps at most 64 pairs (the
+-- oldest go first), as the memory engine keeps 64 records a value.
 --
 -- A probe (never a release) is decided as the acquisition it names and consumes nothing: a
 -- bucket passes iff hits tokens are there, a throttle iff its next slot is free now (no wait),
@@ -179,34 +182,61 @@ local function load(op)
   return s
 end
 
-local record, refundable
+local records, keep, refundable
 if has_refund then
-  -- record returns what the lease whose record is KEYS[lk] consumed and has not been given back
-  -- (0 when the record is missing or its lease is over), and the record's end.
-  record = function(lk)
-    local v = call('GET', KEYS[lk])
-    if not v or #v ~= 16 then return 0 end
-    local h, e = sunpack('<dd', v)
-    if e <= now then return 0 end
-    return h, e
+  -- records returns the pairs of the record KEYS[lk] whose acquisition has not ended, oldest
+  -- first, as one list (hits, end, hits, end, ...).
+  records = function(lk)
+    local v, list = call('GET', KEYS[lk]), {}
+    if not v or #v % 16 ~= 0 then return list end
+    for p = 1, #v, 16 do
+      local h, e = sunpack('<dd', v, p)
+      if e > now and h > 0 then
+        list[#list + 1], list[#list + 2] = h, e
+      end
+    end
+    return list
+  end
+
+  -- keep stores the pairs of list (at most the 64 latest) as the record KEYS[lk], expiring with
+  -- the last end, or deletes the record when none is left.
+  keep = function(lk, list)
+    local parts, last = {}, 0
+    for x = max(1, #list - 127), #list, 2 do
+      parts[#parts + 1] = pack('<dd', list[x], list[x + 1])
+      last = max(last, list[x + 1])
+    end
+    if #parts == 0 then
+      call('DEL', KEYS[lk])
+    else
+      call('SET', KEYS[lk], table.concat(parts), 'PXAT', cdiv(last, 1000))
+    end
   end
 
   -- refundable returns how many of a refund's hits may be given back, and takes them from the
-  -- lease's record: an undo gives back all its hits.
+  -- lease's record, the latest acquisition first: an undo gives back all its hits.
   refundable = function(op)
     local give = op.hits
     if op.lk == 0 then
       if op.undo then return give end
       return 0
     end
-    local had, e = record(op.lk)
-    if not op.undo then give = min(give, had) end
-    if had - give > 0 then
-      call('SET', KEYS[op.lk], pack('<dd', had - give, e), 'KEEPTTL')
-    elseif had > 0 then
-      call('DEL', KEYS[op.lk])
+    local list = records(op.lk)
+    local left, taken = give, 0
+    for x = #list - 1, 1, -2 do
+      if left <= 0 then break end
+      local k = min(left, list[x])
+      list[x], left, taken = list[x] - k, left - k, taken + k
     end
-    return give
+    if taken > 0 then
+      local kept = {}
+      for x = 1, #list, 2 do
+        if list[x] > 0 then kept[#kept + 1], kept[#kept + 2] = list[x], list[x + 1] end
+      end
+      keep(op.lk, kept)
+    end
+    if op.undo then return give end
+    return taken
   end
 end
 
@@ -264,7 +294,10 @@ if has_throttle then
   -- Throttle: x = microseconds, y = fraction in 1/rate of the instant the schedule is free.
   throttle = function(s, op, r)
     if op.count <= 0 then
-      if not op.release then r[1], r[4] = 0, max(op.dur * 1000 - op.maxwait, 1) end
+      -- a probe waits for nothing: its retry is the whole duration
+      local mw = op.maxwait
+      if op.probe then mw = 0 end
+      if not op.release then r[1], r[4] = 0, max(op.dur * 1000 - mw, 1) end
       return
     end
     if not op.release then save(s) end
@@ -496,9 +529,9 @@ end
 for i = 1, n do
   local op, r = ops[i], res[i]
   if ok == 1 and op.lk > 0 and not op.release and not op.probe and r[1] == 1 and op.count > 0 then
-    local had = record(op.lk)
-    local e = now + op.lease
-    call('SET', KEYS[op.lk], pack('<dd', had + op.hits, e), 'PXAT', cdiv(e, 1000))
+    local list = records(op.lk)
+    list[#list + 1], list[#list + 2] = op.hits, now + op.lease
+    keep(op.lk, list)
   end
   local b = 1 + (i - 1) * 5
   out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = r[1], r[2], r[3], r[4], r[5]

@@ -297,10 +297,10 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 }
 
 // refuseCached answers a call from the cache of blocked values, and reports whether it did. It
-// does when the call's first op is in the cache and the call holds no release (which must apply:
-// a refund drops its value from the cache, since it may give tokens back) and no shadow op
-// (whose outcome is reported). The first op is the one the caller reports as blocking when
-// several would; the call's other ops are not checked and are reported full.
+// does for a call of one op that is in the cache and is no release (which must apply: a refund
+// drops its value from the cache, since it may give tokens back) nor a shadow op (whose
+// outcome is reported). A call of several ops goes to Redis: which op blocks it, and the state
+// of the others, are not in the cache.
 func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, now time.Time) bool {
 	skip := false
 	for i := range ops {
@@ -309,7 +309,9 @@ func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotpa
 		}
 		skip = skip || ops[i].Release || ops[i].Shadow
 	}
-	if skip || !cacheable(&ops[0]) {
+	// Only a call of one op: a call of several is decided by which op blocks first in the
+	// caller's order and reports every op's state, which the cache of one value cannot give.
+	if skip || len(ops) != 1 || !cacheable(&ops[0]) {
 		return false
 	}
 	r, ok := s.blk.lookup(keys[0], &ops[0], now)
