@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -40,13 +41,7 @@ func TestBinaryMaxConcurrentStreams(t *testing.T) {
 			// Hold one stream open: a Watch that has answered is open on the server.
 			watchCtx, stopWatch := context.WithCancel(context.Background())
 			defer stopWatch()
-			watch, err := healthpb.NewHealthClient(conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := watch.Recv(); err != nil {
-				t.Fatalf("watch: %v", err)
-			}
+			holdWatch(t, watchCtx, conn)
 
 			client := authv3.NewAuthorizationClient(conn)
 			// Blocked, the call can never start: a short deadline shows it. Free, it gets
@@ -56,7 +51,7 @@ func TestBinaryMaxConcurrentStreams(t *testing.T) {
 				limit = 500 * time.Millisecond
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), limit)
-			_, err = client.Check(ctx, checkRequest("GET", "/x", "a"))
+			_, err := client.Check(ctx, checkRequest("GET", "/x", "a"))
 			cancel()
 			if tt.blocked {
 				if status.Code(err) != codes.DeadlineExceeded {
@@ -96,13 +91,7 @@ func TestBinaryStreamWorkers(t *testing.T) {
 			watchCtx, stopWatch := context.WithCancel(context.Background())
 			defer stopWatch()
 			for range 3 { // more open streams than one worker
-				watch, err := healthpb.NewHealthClient(conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := watch.Recv(); err != nil {
-					t.Fatalf("watch: %v", err)
-				}
+				holdWatch(t, watchCtx, conn)
 			}
 			client := authv3.NewAuthorizationClient(conn)
 			for range 20 {
@@ -111,5 +100,18 @@ func TestBinaryStreamWorkers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// holdWatch opens a health Watch on conn and waits for its first answer: the stream is then
+// open on the server until ctx ends.
+func holdWatch(t *testing.T, ctx context.Context, conn *grpc.ClientConn) {
+	t.Helper()
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatalf("watch: %v", err)
 	}
 }
