@@ -23,6 +23,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 func main() {
@@ -34,17 +35,9 @@ func main() {
 	value := flag.String("value", "hot", "the item_id every request asks for")
 	name := flag.String("name", "service", "label of the result line")
 	pid := flag.Int("pid", 0, "process id of the service, to report its CPU per check (0: not reported)")
+	load := flag.String("load", "h2", "load generator: h2 (pre-encoded HTTP/2 frames) or grpc (grpc-go's client)")
 	flag.Parse()
 
-	var cs []rlsv3.RateLimitServiceClient
-	for range *conns {
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer cc.Close()
-		cs = append(cs, rlsv3.NewRateLimitServiceClient(cc))
-	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
 		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
 			{Key: "resource", Value: "POST:/order"},
@@ -52,11 +45,83 @@ func main() {
 			{Key: "item_id", Value: *value},
 		}}}}
 
-	var ok, over, failed atomic.Int64
+	var t tally
 	var measuring atomic.Bool
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range *clients {
+	switch *load {
+	case "h2":
+		msg, err := proto.Marshal(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		h2req := newH2Request(*addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msg)
+		for i := range *conns {
+			// the clients spread over the connections as evenly as they divide
+			streams := *clients / *conns
+			if i < *clients%*conns {
+				streams++
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := runH2(*addr, h2req, streams, &measuring, stop, &t); err != nil {
+					log.Fatalf("%s: %v", *name, err)
+				}
+			}()
+		}
+	case "grpc":
+		grpcLoad(*addr, req, *clients, *conns, &measuring, stop, &wg, &t)
+	default:
+		log.Fatalf("-load %q: want h2 or grpc", *load)
+	}
+	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
+	cpu0, calls0 := redisStats(*redisAddr)
+	svc0, self0 := processCPU(*pid), processCPU(os.Getpid())
+	begin := time.Now()
+	measuring.Store(true)
+	time.Sleep(*dur)
+	measuring.Store(false)
+	elapsed := time.Since(begin)
+	cpu1, calls1 := redisStats(*redisAddr)
+	svc1, self1 := processCPU(*pid), processCPU(os.Getpid())
+	close(stop)
+	wg.Wait()
+
+	n := t.ok.Load() + t.over.Load()
+	if n == 0 {
+		log.Fatalf("%s: no answer (%d failed)", *name, t.failed.Load())
+	}
+	perCheck := (cpu1 - cpu0) / float64(n) * 1e6
+	svcPerCheck := (svc1 - svc0) / float64(n) * 1e6
+	// what one core spent on the service and its Redis answers: the checks a second the two
+	// could give with a core to themselves, whatever the load generator took
+	capacity := "-"
+	if *pid != 0 && svcPerCheck+perCheck > 0 {
+		capacity = fmt.Sprintf("%.0f", 1e6/(svcPerCheck+perCheck))
+	}
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
+		*name, float64(n)/elapsed.Seconds(), t.ok.Load(), t.over.Load(), t.failed.Load(), perCheck,
+		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity)
+	if t.failed.Load() > 0 {
+		os.Exit(1)
+	}
+}
+
+// grpcLoad starts clients goroutines that call ShouldRateLimit with req through grpc-go's
+// client, on conns connections, until stop is closed, counting the answers in t while measuring
+// is on.
+func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
+	var cs []rlsv3.RateLimitServiceClient
+	for range conns {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { <-stop; cc.Close() }()
+		cs = append(cs, rlsv3.NewRateLimitServiceClient(cc))
+	}
+	for i := range clients {
 		c := cs[i%len(cs)]
 		wg.Add(1)
 		go func() {
@@ -75,45 +140,14 @@ func main() {
 				}
 				switch {
 				case err != nil:
-					failed.Add(1)
+					t.failed.Add(1)
 				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
-					ok.Add(1)
+					t.ok.Add(1)
 				default:
-					over.Add(1)
+					t.over.Add(1)
 				}
 			}
 		}()
-	}
-	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
-	cpu0, calls0 := redisStats(*redisAddr)
-	svc0, self0 := processCPU(*pid), processCPU(os.Getpid())
-	begin := time.Now()
-	measuring.Store(true)
-	time.Sleep(*dur)
-	measuring.Store(false)
-	elapsed := time.Since(begin)
-	cpu1, calls1 := redisStats(*redisAddr)
-	svc1, self1 := processCPU(*pid), processCPU(os.Getpid())
-	close(stop)
-	wg.Wait()
-
-	n := ok.Load() + over.Load()
-	if n == 0 {
-		log.Fatalf("%s: no answer (%d failed)", *name, failed.Load())
-	}
-	perCheck := (cpu1 - cpu0) / float64(n) * 1e6
-	svcPerCheck := (svc1 - svc0) / float64(n) * 1e6
-	// what one core spent on the service and its Redis answers: the checks a second the two
-	// could give with a core to themselves, whatever the load generator took
-	capacity := "-"
-	if *pid != 0 && svcPerCheck+perCheck > 0 {
-		capacity = fmt.Sprintf("%.0f", 1e6/(svcPerCheck+perCheck))
-	}
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
-		*name, float64(n)/elapsed.Seconds(), ok.Load(), over.Load(), failed.Load(), perCheck,
-		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity)
-	if failed.Load() > 0 {
-		os.Exit(1)
 	}
 }
 
