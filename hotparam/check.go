@@ -55,7 +55,8 @@ type pass struct {
 
 // collect appends to ops one op per entry, rule of its resource and param value, and returns
 // them with the number of ops for the Remote. When ops is full, the ops move to a slice of
-// opPool, which it returns too (nil when none): the caller gives it back with putOps.
+// opPool, which it returns too (nil when none): the caller gives it back with putOps, naming
+// how many ops it holds.
 func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int, *[]op) {
 	remote := 0
 	var pooled *[]op
@@ -118,7 +119,7 @@ func grow(ops []op, pooled *[]op) ([]op, *[]op) {
 	}
 	*p = append((*p)[:0], ops...)
 	if pooled != nil {
-		putOps(pooled)
+		putOps(pooled, len(ops))
 	}
 	return *p, p
 }

@@ -183,7 +183,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 	var buf [4]op // most calls have a few ops: no allocation for them
 	ops, remote, pooled := l.collect(entries, opt, buf[:0])
 	if pooled != nil {
-		defer putOps(pooled)
+		defer putOps(pooled, len(ops))
 	}
 	if len(ops) == 0 {
 		return Decision{Allowed: true}
@@ -226,12 +226,13 @@ func (l *Limiter) Stats() []RuleStats {
 // opPool holds the op slices of calls with more ops than Check's own buffer.
 var opPool = sync.Pool{New: func() any { return new([]op) }}
 
-// putOps clears the ops of p (they point into stores and entries) and pools it.
-func putOps(p *[]op) {
+// putOps clears the first n ops of p, those a call used (they point into stores and entries),
+// and pools it.
+func putOps(p *[]op, n int) {
 	if cap(*p) > 1024 {
 		return // a rare huge call: let it go
 	}
-	clear((*p)[:cap(*p)])
+	clear((*p)[:n])
 	*p = (*p)[:0]
 	opPool.Put(p)
 }
