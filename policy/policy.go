@@ -242,11 +242,16 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	}
 	v.Rules = set
 	entries := req.Entries
+	var prev *descriptors.Entry // the last entry whose resource and origin were checked: let through
 	for i := range entries {
 		e := &entries[i]
 		if e.Release {
 			continue // a release gives back; it is never refused
 		}
+		if prev != nil && e.Resource == prev.Resource && e.Origin == prev.Origin {
+			continue // the same pair as before (descriptors of one request): the same answers
+		}
+		prev = e
 		if rule, ok := set.Authority.Check(e.Resource, e.Origin); !ok {
 			v.Kind, v.At = Authority, i
 			v.Block = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,

@@ -272,6 +272,39 @@ func TestShadowAuthority(t *testing.T) {
 	}
 }
 
+// TestAuthorityEachPair: the descriptors of one request are each checked against the
+// authority rules; one whose resource and origin repeat the descriptor before takes its answer,
+// but a change of either is checked again, and a release is never refused.
+func TestAuthorityEachPair(t *testing.T) {
+	set := newSet(t, []authority.Rule{
+		{Resource: "A", Strategy: authority.White, Origins: []string{"good"}},
+		{Resource: "B", Strategy: authority.Black, Origins: []string{"good"}},
+	}, nil)
+	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 }})
+	release := entry("A", "bad")
+	release.Release = true
+	for _, c := range []struct {
+		name    string
+		entries []descriptors.Entry
+		at      int // the refused entry, -1 for none
+	}{
+		{"same pair", []descriptors.Entry{entry("A", "good"), entry("A", "good"), entry("A", "good")}, -1},
+		{"origin changes", []descriptors.Entry{entry("A", "good"), entry("A", "good"), entry("A", "bad")}, 2},
+		{"resource changes", []descriptors.Entry{entry("A", "good"), entry("B", "good")}, 1},
+		{"back to a refused pair", []descriptors.Entry{entry("A", "good"), release, entry("A", "bad")}, 2},
+		{"release between", []descriptors.Entry{entry("B", "bad"), release, entry("B", "bad")}, -1},
+	} {
+		var v Verdict
+		d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: c.entries}, &v)
+		switch {
+		case c.at < 0 && v.Kind != Allow:
+			t.Errorf("%s: kind %d at %d, want allowed", c.name, v.Kind, v.At)
+		case c.at >= 0 && (v.Kind != Authority || v.At != c.at):
+			t.Errorf("%s: kind %d at %d, want refused by authority at %d", c.name, v.Kind, v.At, c.at)
+		}
+	}
+}
+
 // TestDryRun: with DryRun every rule is evaluated and reported, nothing is refused or held.
 func TestDryRun(t *testing.T) {
 	set := newSet(t,
