@@ -38,8 +38,8 @@ func marshalAnswer(r *rlsv3.RateLimitResponse) ([]byte, bool) {
 	b = appendVarintField(b, 1, uint64(int64(r.OverallCode)))
 	var seen shared
 	for i, s := range r.Statuses {
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(sizes[i]))
+		b = append(b, 2<<3|byte(protowire.BytesType))
+		b = appendVarint(b, uint64(sizes[i]))
 		b = appendStatus(b, s, &seen)
 	}
 	if len(r.RawBody) > 0 {
@@ -65,7 +65,14 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return appendVarint(append(b, byte(num)<<3|byte(protowire.VarintType)), v)
+}
+
+// appendVarint appends v as a varint; a value below 128, the most common, without a call.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
 	return protowire.AppendVarint(b, v)
 }
 
@@ -112,8 +119,8 @@ func appendStatus(b []byte, s *rlsv3.RateLimitResponse_DescriptorStatus, seen *s
 	} else if l != nil {
 		at := len(b)
 		n, _ := limitSize(l)
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(n))
+		b = append(b, 2<<3|byte(protowire.BytesType))
+		b = appendVarint(b, uint64(n))
 		b = appendVarintField(b, 1, uint64(l.RequestsPerUnit))
 		b = appendVarintField(b, 2, uint64(int64(l.Unit)))
 		if l.Name != "" {
@@ -127,8 +134,8 @@ func appendStatus(b []byte, s *rlsv3.RateLimitResponse_DescriptorStatus, seen *s
 		b = append(b, b[seen.resetAt:seen.resetEnd]...)
 	} else if d != nil {
 		at := len(b)
-		b = protowire.AppendTag(b, 4, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(durationSize(d)))
+		b = append(b, 4<<3|byte(protowire.BytesType))
+		b = appendVarint(b, uint64(durationSize(d)))
 		b = appendVarintField(b, 1, uint64(d.Seconds))
 		b = appendVarintField(b, 2, uint64(int64(d.Nanos)))
 		seen.reset, seen.resetAt, seen.resetEnd = d, at, len(b)
