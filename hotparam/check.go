@@ -48,6 +48,7 @@ type pass struct {
 	hash    uint64
 	lid     uint64 // the hash of leaseID, 0 for none
 	slot    int32
+	owner   bool  // this op's shard lock is held for the call through this op (lockShards)
 	blocked bool  // this op's own limit was exceeded
 	wait    int64 // throttle: ns until the request's slot
 	retry   int64 // when blocked: ns until it could pass

@@ -16,20 +16,23 @@ func byLockOrder(a, b op) int {
 	return cmp.Compare(a.shard, b.shard)
 }
 
-// lockOrderSmall is the most ops sortLockOrder sorts through an index on the stack.
+// lockOrderSmall is the most ops lockOrder orders through an index on the stack.
 const lockOrderSmall = 64
 
-// sortLockOrder sorts ops stably by store, then shard (byLockOrder). An op is large: for up to
-// lockOrderSmall ops it sorts their indices instead and then moves each op once, following the
-// permutation's cycles, rather than swapping ops in place; ops already in order are not moved.
-func sortLockOrder(ops []op) {
+// lockOrder returns the positions of ops in the order their shards are locked in: by store,
+// then shard, ties in call order, as a stable sort by byLockOrder would place them. Up to
+// lockOrderSmall ops are ordered in idx and stay where they are: an op is large and holds
+// pointers, and moving it would pay the GC's write barriers on each. More ops are sorted in
+// place instead, and it returns nil: their order is their positions.
+func lockOrder(ops []op, idx *[lockOrderSmall]uint8) []uint8 {
 	n := len(ops)
-	if n <= 1 {
-		return
-	}
 	if n > lockOrderSmall {
 		slices.SortStableFunc(ops, byLockOrder)
-		return
+		return nil
+	}
+	order := idx[:n]
+	for i := range order {
+		order[i] = uint8(i)
 	}
 	before := func(a, b *op) bool {
 		if a.rs.store.id != b.rs.store.id {
@@ -37,40 +40,12 @@ func sortLockOrder(ops []op) {
 		}
 		return a.shard < b.shard
 	}
-	sorted := true
-	for i := 1; i < n && sorted; i++ {
-		sorted = !before(&ops[i], &ops[i-1])
-	}
-	if sorted {
-		return
-	}
-	var idx [lockOrderSmall]uint8
-	for i := range n {
-		idx[i] = uint8(i)
-	}
 	for i := 1; i < n; i++ { // insertion sort: stable, and the fastest for a few
-		for j := i; j > 0 && before(&ops[idx[j]], &ops[idx[j-1]]); j-- {
-			idx[j], idx[j-1] = idx[j-1], idx[j]
+		for j := i; j > 0 && before(&ops[order[j]], &ops[order[j-1]]); j-- {
+			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}
-	// ops[k] takes the op at idx[k]: each cycle of the permutation moves its ops once.
-	for start := range n {
-		if int(idx[start]) == start {
-			continue
-		}
-		tmp := ops[start]
-		k := start
-		for {
-			src := int(idx[k])
-			idx[k] = uint8(k)
-			if src == start {
-				ops[k] = tmp
-				break
-			}
-			ops[k] = ops[src]
-			k = src
-		}
-	}
+	return order
 }
 
 // lock locks the shards of the active ops in a fixed order (store, then shard), so that
@@ -90,8 +65,9 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.hash = h
 		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
-	sortLockOrder(ops)
-	for !lockShards(ops) {
+	var idx [lockOrderSmall]uint8
+	order := lockOrder(ops, &idx)
+	for !lockShards(ops, order) {
 		// Sweep dropped a store's shards before they were locked: take the new ones
 		for i := range ops {
 			if o := &ops[i]; o.sh != nil {
@@ -129,43 +105,48 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 	}
 }
 
-// lockShards locks the shards of the sorted ops. If one of them was dropped by Sweep, it
-// unlocks them all and returns false.
-func lockShards(ops []op) bool {
+// lockShards locks the shards of the ops in order (lockOrder; nil: as they stand), each once:
+// the first op of a shard in that order owns its lock, and unlock releases it. If one of the
+// shards was dropped by Sweep, it unlocks them all and returns false.
+func lockShards(ops []op, order []uint8) bool {
 	var prev *shard
 	dead := false
-	for i := range ops {
-		if sh := ops[i].sh; sh != nil && sh != prev {
-			sh.mu.Lock()
-			dead = dead || sh.dead
-			prev = sh
+	for k := range ops {
+		o := &ops[k]
+		if order != nil {
+			o = &ops[order[k]]
+		}
+		o.owner = false
+		if o.sh != nil && o.sh != prev {
+			o.sh.mu.Lock()
+			o.owner = true
+			dead = dead || o.sh.dead
+			prev = o.sh
 		}
 	}
 	if !dead {
 		return true
 	}
-	prev = nil
-	for i := range ops {
-		if sh := ops[i].sh; sh != nil && sh != prev {
-			sh.mu.Unlock()
-			prev = sh
-		}
-	}
+	unlockShards(ops)
 	return false
 }
 
-// unlock unpins the ops' values and unlocks their shards.
-func unlock(ops []op) {
-	var prev *shard
+// unlockShards unlocks the shards whose locks the ops own.
+func unlockShards(ops []op) {
 	for i := range ops {
-		o := &ops[i]
-		if o.sh == nil {
-			continue
-		}
-		o.sh.at(o.slot).pinned = false
-		if o.sh != prev {
+		if o := &ops[i]; o.owner {
 			o.sh.mu.Unlock()
-			prev = o.sh
+			o.owner = false
 		}
 	}
+}
+
+// unlock unpins the ops' values, then unlocks their shards.
+func unlock(ops []op) {
+	for i := range ops {
+		if o := &ops[i]; o.sh != nil {
+			o.sh.at(o.slot).pinned = false
+		}
+	}
+	unlockShards(ops)
 }

@@ -1,14 +1,18 @@
 package hotparam
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// sortLockOrder orders ops exactly as a stable sort by byLockOrder does, for sizes on both
-// sides of lockOrderSmall, with and without ties.
-func TestSortLockOrderMatchesStableSort(t *testing.T) {
+// lockOrder orders ops exactly as a stable sort by byLockOrder does, for sizes on both sides
+// of lockOrderSmall, with and without ties.
+func TestLockOrderMatchesStableSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	stores := []*ruleState{{store: &store{id: 1}}, {store: &store{id: 2}}, {store: &store{id: 3}}}
 	for _, n := range []int{0, 1, 2, 3, 10, 33, lockOrderSmall, lockOrderSmall + 1, 100} {
@@ -22,12 +26,83 @@ func TestSortLockOrderMatchesStableSort(t *testing.T) {
 				}
 				want := slices.Clone(ops)
 				slices.SortStableFunc(want, byLockOrder)
-				sortLockOrder(ops)
-				for i := range ops {
-					if ops[i].seq != want[i].seq {
-						t.Fatalf("n=%d shards=%d: position %d holds op %d, want %d", n, shards, i, ops[i].seq, want[i].seq)
+				var idx [lockOrderSmall]uint8
+				order := lockOrder(ops, &idx)
+				for k := range ops {
+					o := &ops[k]
+					if order != nil {
+						o = &ops[order[k]]
+					}
+					if o.seq != want[k].seq {
+						t.Fatalf("n=%d shards=%d: place %d takes op %d, want %d", n, shards, k, o.seq, want[k].seq)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestConcurrentCallsOverSharedShards: calls naming several values of two rules, in every
+// order, run at once over the same shards. They must all finish (the locks are taken in one
+// order whatever the call's own) and lose no update: each value has given up exactly as many
+// tokens as calls asked it for.
+func TestConcurrentCallsOverSharedShards(t *testing.T) {
+	const count = 1 << 40
+	rules := []Rule{
+		{Resource: "R", Param: "p", Count: count, Duration: time.Second},
+		{Resource: "R", Param: "q", Count: count, Duration: time.Second, Capacity: 4096}, // 4 shards
+	}
+	l, err := New(rules, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	values := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	const workers, calls = 8, 400
+	var asked [2][12]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range calls {
+				// 2 to 12 values of each param, in a random order
+				ps, qs := rng.Perm(12)[:2+rng.IntN(11)], rng.Perm(12)[:2+rng.IntN(11)]
+				var p, q []string
+				for _, i := range ps {
+					p = append(p, values[i])
+					asked[0][i].Add(1)
+				}
+				for _, i := range qs {
+					q = append(q, values[i])
+					asked[1][i].Add(1)
+				}
+				// two entries: one per param order, so one call takes shards of both rules
+				es := []Entry{{Resource: "R", Params: []Param{{Name: "q", Values: q}}}, {Resource: "R", Params: []Param{{Name: "p", Values: p}}}}
+				if rng.IntN(2) == 0 {
+					es[0], es[1] = es[1], es[0]
+				}
+				if d := l.Check(context.Background(), now, es, CheckOptions{}, nil); !d.Allowed {
+					t.Errorf("refused: %+v", d.Block)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("calls did not finish: a lock order cycle")
+	}
+	for r, param := range []string{"p", "q"} {
+		for i, v := range values {
+			st := make([]Status, 1)
+			l.Check(context.Background(), now, []Entry{{Resource: "R", Probe: true, Params: []Param{{Name: param, Values: []string{v}}}}}, CheckOptions{}, st)
+			if got, want := count-st[0].Remaining, asked[r][i].Load(); got != want {
+				t.Errorf("%s=%s: %d tokens taken, %d asked", param, v, got, want)
 			}
 		}
 	}
