@@ -4,11 +4,8 @@ package main
 // tests rotate in process, in internal/tlsreload).
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -56,54 +53,11 @@ const (
 	msgReloadFailed = "tls certificate reload failed; the certificate in force stays"
 )
 
-// servedSerial opens a new TLS connection to addr and returns the serial number of the
-// certificate the server presents.
-func servedSerial(addr string, roots *x509.CertPool, client []tls.Certificate) (*big.Int, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{
-		RootCAs:      roots,
-		ServerName:   "127.0.0.1",
-		NextProtos:   []string{"h2"},
-		Certificates: client,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
-}
-
-// eventuallyServes polls addr with new connections until it presents want.
-func eventuallyServes(t *testing.T, addr string, roots *x509.CertPool, client []tls.Certificate, want pemPair) {
-	t.Helper()
-	var got *big.Int
-	var err error
-	eventually(t, "serving "+want.leaf.Subject.CommonName, func() bool {
-		got, err = servedSerial(addr, roots, client)
-		return err == nil && got.Cmp(want.leaf.SerialNumber) == 0
-	})
-}
-
-// stillServes checks that a new connection to addr is presented want.
-func stillServes(t *testing.T, addr string, roots *x509.CertPool, client []tls.Certificate, want pemPair) {
-	t.Helper()
-	got, err := servedSerial(addr, roots, client)
-	if err != nil || got.Cmp(want.leaf.SerialNumber) != 0 {
-		t.Errorf("served serial %v, %v; want %v (%s)", got, err, want.leaf.SerialNumber, want.leaf.Subject)
-	}
-}
-
-func rootsOf(ca *testpki.CA) *x509.CertPool {
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.PEM)
-	return roots
-}
-
 // The binary looks at its files every tlsreload.DefaultInterval and logs what it loads.
 func TestBinaryTLSRotation(t *testing.T) {
 	dir := t.TempDir()
 	ca := testpki.New(t, "extauthz test CA")
-	roots := rootsOf(ca)
+	roots := ca.Roots()
 	a := issuePair(t, ca, "extauthz-a", x509.ExtKeyUsageServerAuth)
 	b := issuePair(t, ca, "extauthz-b", x509.ExtKeyUsageServerAuth)
 	c := issuePair(t, ca, "extauthz-c", x509.ExtKeyUsageServerAuth)
@@ -111,12 +65,12 @@ func TestBinaryTLSRotation(t *testing.T) {
 	keyFile := writeBytes(t, dir, "tls.key", a.key)
 	cfg := writeFile(t, dir, "tls.yaml", "tls: {cert_file: "+certFile+", key_file: "+keyFile+"}\n")
 	p := start(t, "serve", "--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	stillServes(t, p.GRPCAddr, roots, nil, a)
+	testpki.StillServes(t, p.GRPCAddr, roots, nil, a.leaf)
 
 	replaceFile(t, keyFile, b.key)
 	replaceFile(t, certFile, b.cert)
 	rotated := time.Now()
-	eventuallyServes(t, p.GRPCAddr, roots, nil, b)
+	testpki.EventuallyServes(t, p.GRPCAddr, roots, nil, b.leaf)
 	if took, bound := time.Since(rotated), tlsreload.DefaultInterval+2*time.Second; took > bound {
 		t.Errorf("the new certificate took %v to be served, want under %v", took, bound)
 	}
@@ -129,10 +83,10 @@ func TestBinaryTLSRotation(t *testing.T) {
 
 	rewriteFile(t, keyFile, c.key) // the certificate is still b's
 	eventually(t, "the failure logged", func() bool {
-		_, _ = servedSerial(p.GRPCAddr, roots, nil)
+		_, _ = testpki.ServedSerial(p.GRPCAddr, roots, nil)
 		return p.Logged(msgReloadFailed)
 	})
-	stillServes(t, p.GRPCAddr, roots, nil, b)
+	testpki.StillServes(t, p.GRPCAddr, roots, nil, b.leaf)
 	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,49 +38,6 @@ func tlsServer(t *testing.T, r *Reloader) string {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
-}
-
-// servedSerial opens a new TLS connection to addr and returns the serial number of the
-// certificate the server presents.
-func servedSerial(addr string, roots *x509.CertPool, client []tls.Certificate) (*big.Int, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{
-		RootCAs:      roots,
-		ServerName:   "127.0.0.1",
-		NextProtos:   []string{"h2"},
-		Certificates: client,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
-}
-
-// eventuallyServes polls addr with new connections until it presents want.
-func eventuallyServes(t *testing.T, addr string, roots *x509.CertPool, client []tls.Certificate, want pemPair) {
-	t.Helper()
-	var got *big.Int
-	var err error
-	eventually(t, "serving "+want.leaf.Subject.CommonName, func() bool {
-		got, err = servedSerial(addr, roots, client)
-		return err == nil && got.Cmp(want.leaf.SerialNumber) == 0
-	})
-}
-
-// stillServes checks that a new connection to addr is presented want.
-func stillServes(t *testing.T, addr string, roots *x509.CertPool, client []tls.Certificate, want pemPair) {
-	t.Helper()
-	got, err := servedSerial(addr, roots, client)
-	if err != nil || got.Cmp(want.leaf.SerialNumber) != 0 {
-		t.Errorf("served serial %v, %v; want %v (%s)", got, err, want.leaf.SerialNumber, want.leaf.Subject)
-	}
-}
-
-func rootsOf(ca *testpki.CA) *x509.CertPool {
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.PEM)
-	return roots
 }
 
 // rotation is one way tooling replaces a certificate and its key.
@@ -154,7 +110,7 @@ func swapData(t *testing.T, dir string, cert, key []byte) {
 
 func TestTLSRotation(t *testing.T) {
 	ca := testpki.New(t, "extauthz test CA")
-	roots := rootsOf(ca)
+	roots := ca.Roots()
 	for _, rot := range rotations() {
 		t.Run(rot.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -172,10 +128,10 @@ func TestTLSRotation(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := tlsServer(t, r)
-			stillServes(t, addr, roots, nil, a)
+			testpki.StillServes(t, addr, roots, nil, a.leaf)
 
 			rot.replace(t, dir, b.cert, b.key)
-			eventuallyServes(t, addr, roots, nil, b)
+			testpki.EventuallyServes(t, addr, roots, nil, b.leaf)
 			st, err := healthOver(t, addr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}))
 			if err != nil || st != healthpb.HealthCheckResponse_SERVING {
 				t.Errorf("health after rotation = %v, %v; want SERVING", st, err)
@@ -193,10 +149,10 @@ func TestTLSRotation(t *testing.T) {
 				failures := messages(logs, msgReloadFailed)
 				rot.replace(t, dir, br.cert, br.key)
 				eventually(t, "the failure of "+br.name, func() bool {
-					_, _ = servedSerial(addr, roots, nil) // handshakes are what start a look
+					_, _ = testpki.ServedSerial(addr, roots, nil) // handshakes are what start a look
 					return messages(logs, msgReloadFailed) > failures
 				})
-				stillServes(t, addr, roots, nil, b)
+				testpki.StillServes(t, addr, roots, nil, b.leaf)
 			}
 			if got := messages(logs, msgReloaded); got < 1 {
 				t.Errorf("%q logged %d times, want at least once", msgReloaded, got)
@@ -210,7 +166,7 @@ func TestTLSClientCARotation(t *testing.T) {
 	oldCA := testpki.New(t, "old client CA")
 	newCA := testpki.New(t, "new client CA")
 	serverCA := testpki.New(t, "server CA")
-	roots := rootsOf(serverCA)
+	roots := serverCA.Roots()
 	s1 := issuePair(t, serverCA, "extauthz-1", x509.ExtKeyUsageServerAuth)
 	s2 := issuePair(t, serverCA, "extauthz-2", x509.ExtKeyUsageServerAuth)
 	clientPair := func(ca *testpki.CA) []tls.Certificate {
@@ -256,7 +212,7 @@ func TestTLSClientCARotation(t *testing.T) {
 	// The server's own certificate rotates on the mTLS path too.
 	replaceFile(t, filepath.Join(dir, "tls.key"), s2.key)
 	replaceFile(t, filepath.Join(dir, "tls.crt"), s2.cert)
-	eventuallyServes(t, addr, roots, newClient, s2)
+	testpki.EventuallyServes(t, addr, roots, newClient, s2.leaf)
 	if !accepted(newClient) || accepted(oldClient) {
 		t.Errorf("after the server's rotation: new CA's client %v, old CA's %v; want true, false", accepted(newClient), accepted(oldClient))
 	}
