@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/extauthz/extauthz/internal/closest"
 )
 
 // FieldError is one invalid setting.
@@ -49,38 +51,8 @@ func (e Errors) Unwrap() []error {
 // suggest returns ` (did you mean "x"?)` for the known name closest to name, or "" when none
 // is close.
 func suggest(name string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		if strings.EqualFold(k, name) {
-			return fmt.Sprintf(" (did you mean %q?)", k)
-		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestDist {
-			best, bestDist = k, d
-		}
+	if k, ok := closest.Name(name, known); ok {
+		return fmt.Sprintf(" (did you mean %q?)", k)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
