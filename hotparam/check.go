@@ -343,7 +343,8 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 }
 
 // offer makes c the entry's status if it is tighter: a blocked limit before one that passed,
-// then the least remaining, then the first rule.
+// then the least remaining, then the first rule; of equals the first offered (ops are offered
+// in the call's order, so of two values of one rule, the call's first).
 func offer(cur *Status, c Status) {
 	switch {
 	case cur.Rule < 0:
