@@ -62,7 +62,7 @@ RULES
 		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid" -load "${LOAD:-h2}"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid" -load "${LOAD:-h2}" | tee "$work/extauthz.out"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -89,8 +89,15 @@ CONF
 		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "${server[@]}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
 	local pid=$!
 	wait_port "$lport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid" -load "${LOAD:-h2}"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid" -load "${LOAD:-h2}" | tee "$work/$name.out"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+# ratio NAME [NOTE]: extauthz's throughput over NAME's in the scenario just run, and NOTE.
+ratio() {
+	awk -v name="$1" -v note="${2:-}" 'FNR == 1 { n[FILENAME] = $2 } END {
+		printf "extauthz / %s: %.2fx the checks a second%s\n", name, n[ARGV[1]] / n[ARGV[2]], note }' \
+		"$work/extauthz.out" "$work/$1.out"
 }
 
 for scenario in "under 1000000" "over 100"; do
@@ -100,8 +107,10 @@ for scenario in "under 1000000" "over 100"; do
 	run_extauthz "$2"
 	redis-cli -p "$rport" flushall >/dev/null
 	run_ratelimit "$2"
+	ratio ratelimit " (target >= 2x)"
 	if [ "$1" = over ]; then
 		redis-cli -p "$rport" flushall >/dev/null
 		run_ratelimit "$2" 1048576
+		ratio rl+cache
 	fi
 done
