@@ -87,9 +87,7 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 		return
 	}
 	rule := authority.Rule{Resource: d.Resource, Shadow: d.Shadow}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	switch {
 	case fieldFailed(r, "strategy"):
 	case d.Strategy == "":
@@ -179,9 +177,7 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		Cluster:  d.Cluster,
 		Shadow:   d.Shadow,
 	}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	if d.Param == "" && !fieldFailed(r, "param") {
 		r.add("param", "must not be empty")
 	}
@@ -357,4 +353,11 @@ func (p *parser) addParamFlow(r *ruleErrs, i int, rule hotparam.Rule) {
 		p.paramPos = append(p.paramPos, i)
 	}
 	r.done(&p.errs, rule.Resource)
+}
+
+// requireResource reports an empty resource, unless the field already failed to decode.
+func requireResource(r *ruleErrs, resource string) {
+	if resource == "" && !fieldFailed(r, "resource") {
+		r.add("resource", "must not be empty")
+	}
 }

@@ -215,9 +215,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	var d sentinelAuthorityDoc
 	given := decodeMembers(ms, &d, "", r.add)
 	rule := authority.Rule{Resource: d.Resource}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	if d.Regex {
 		r.add("regex", "resource patterns are not supported; name each resource")
 	}
@@ -259,9 +257,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		Cluster:  d.ClusterMode && p.opts.ClusterEnabled,
 		Duration: time.Second,
 	}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	if d.Regex {
 		r.add("regex", "resource patterns are not supported; name each resource")
 	}
@@ -276,14 +272,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
 	rule.Count = requiredWhole(r, given, "count", d.Count)
-	switch {
-	case !given.has("grade") || d.Grade == 1:
-		rule.Grade = hotparam.QPS
-	case d.Grade == 0:
-		rule.Grade = hotparam.Concurrency
-	default:
-		r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", d.Grade)
-	}
+	rule.Grade = sentinelGrade(r, given, d.Grade)
 	switch d.ControlBehavior {
 	case 0:
 		rule.Behavior = hotparam.Reject
@@ -440,4 +429,17 @@ func checkClass(object, classType string) string {
 		return fmt.Sprintf("%q is not a valid %s", object, classType)
 	}
 	return ""
+}
+
+// sentinelGrade is the grade of a Sentinel rule: 1 (QPS, also when not given) or 0 (thread
+// count, the service's concurrency); any other is reported.
+func sentinelGrade(r *ruleErrs, given fieldSet, grade int) hotparam.Grade {
+	switch {
+	case !given.has("grade") || grade == 1:
+		return hotparam.QPS
+	case grade == 0:
+		return hotparam.Concurrency
+	}
+	r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", grade)
+	return hotparam.QPS
 }

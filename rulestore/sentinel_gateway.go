@@ -146,9 +146,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 	var d gatewayDoc
 	given := decodeMembers(ms, &d, "", r.add)
 	rule := hotparam.Rule{Resource: d.Resource, Burst: d.Burst, Duration: time.Second}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	switch d.ResourceMode {
 	case 0:
 	case 1:
@@ -158,14 +156,7 @@ func (p *parser) gatewayRule(i int, ms []member) {
 	default:
 		r.add("resourceMode", "unknown mode %d (0 = route id, 1 = custom API)", d.ResourceMode)
 	}
-	switch {
-	case !given.has("grade") || d.Grade == 1:
-		rule.Grade = hotparam.QPS
-	case d.Grade == 0:
-		rule.Grade = hotparam.Concurrency
-	default:
-		r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", d.Grade)
-	}
+	rule.Grade = sentinelGrade(r, given, d.Grade)
 	rule.Count = requiredWhole(r, given, "count", d.Count)
 	switch d.ControlBehavior {
 	case 0:

@@ -116,9 +116,7 @@ func (p *parser) goHotspot(i int, ms []member) {
 	var d goHotspotDoc
 	given := decodeMembers(ms, &d, "", r.add)
 	rule := hotparam.Rule{Resource: d.Resource, Burst: d.BurstCount, Duration: time.Second}
-	if d.Resource == "" && !fieldFailed(r, "resource") {
-		r.add("resource", "must not be empty")
-	}
+	requireResource(r, d.Resource)
 	switch mt := strings.ToLower(d.MetricType.text); {
 	case fieldFailed(r, "metricType"):
 	case !given.has("metricType") || mt == "1" || mt == "qps":
