@@ -8,40 +8,39 @@ import (
 // A call locks the shards of all its values at once, always in one order (store, then shard),
 // and pins each value for the time it holds the locks.
 
-// byLockOrder orders ops by store, then shard: the order their shards are locked in.
-func byLockOrder(a, b op) int {
+// cmpLockOrder orders ops by store, then shard: the order their shards are locked in.
+func cmpLockOrder(a, b *op) int {
 	if c := cmp.Compare(a.rs.store.id, b.rs.store.id); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.shard, b.shard)
 }
 
-// lockOrderSmall is the most ops lockOrder orders through an index on the stack.
+// lockOrderSmall is the most ops lockOrder orders in the caller's array, on its stack.
 const lockOrderSmall = 64
 
 // lockOrder returns the positions of ops in the order their shards are locked in: by store,
-// then shard, ties in call order, as a stable sort by byLockOrder would place them. Up to
-// lockOrderSmall ops are ordered in idx and stay where they are: an op is large and holds
-// pointers, and moving it would pay the GC's write barriers on each. More ops are sorted in
-// place instead, and it returns nil: their order is their positions.
-func lockOrder(ops []op, idx *[lockOrderSmall]uint8) []uint8 {
+// then shard, ties in call order (a stable sort by cmpLockOrder). The ops stay where they are,
+// in the call's order: an op is large and holds pointers, and moving it would pay the GC's
+// write barriers on each. Up to lockOrderSmall positions are kept in idx; more, in a slice of
+// their own.
+func lockOrder(ops []op, idx *[lockOrderSmall]int32) []int32 {
 	n := len(ops)
-	if n > lockOrderSmall {
-		slices.SortStableFunc(ops, byLockOrder)
-		return nil
+	var order []int32
+	if n <= lockOrderSmall {
+		order = idx[:n]
+	} else {
+		order = make([]int32, n)
 	}
-	order := idx[:n]
 	for i := range order {
-		order[i] = uint8(i)
+		order[i] = int32(i)
 	}
-	before := func(a, b *op) bool {
-		if a.rs.store.id != b.rs.store.id {
-			return a.rs.store.id < b.rs.store.id
-		}
-		return a.shard < b.shard
+	if n > lockOrderSmall {
+		slices.SortStableFunc(order, func(a, b int32) int { return cmpLockOrder(&ops[a], &ops[b]) })
+		return order
 	}
 	for i := 1; i < n; i++ { // insertion sort: stable, and the fastest for a few
-		for j := i; j > 0 && before(&ops[order[j]], &ops[order[j-1]]); j-- {
+		for j := i; j > 0 && cmpLockOrder(&ops[order[j]], &ops[order[j-1]]) < 0; j-- {
 			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}
@@ -65,7 +64,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		o.hash = h
 		o.lid = o.rs.store.leaseHash(o.leaseID)
 	}
-	var idx [lockOrderSmall]uint8
+	var idx [lockOrderSmall]int32
 	order := lockOrder(ops, &idx)
 	for !lockShards(ops, order) {
 		// Sweep dropped a store's shards before they were locked: take the new ones
@@ -105,17 +104,14 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 	}
 }
 
-// lockShards locks the shards of the ops in order (lockOrder; nil: as they stand), each once:
-// the first op of a shard in that order owns its lock, and unlock releases it. If one of the
-// shards was dropped by Sweep, it unlocks them all and returns false.
-func lockShards(ops []op, order []uint8) bool {
+// lockShards locks the shards of the ops in order (lockOrder), each once: the first op of a
+// shard in that order owns its lock, and unlock releases it. If one of the shards was dropped
+// by Sweep, it unlocks them all and returns false.
+func lockShards(ops []op, order []int32) bool {
 	var prev *shard
 	dead := false
-	for k := range ops {
-		o := &ops[k]
-		if order != nil {
-			o = &ops[order[k]]
-		}
+	for _, at := range order {
+		o := &ops[at]
 		o.owner = false
 		if o.sh != nil && o.sh != prev {
 			o.sh.mu.Lock()

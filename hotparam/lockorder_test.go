@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// lockOrder orders ops exactly as a stable sort by byLockOrder does, for sizes on both sides
-// of lockOrderSmall, with and without ties.
+// lockOrder orders ops exactly as a stable sort by cmpLockOrder does, for sizes on both sides
+// of lockOrderSmall, with and without ties, and leaves the ops where they are.
 func TestLockOrderMatchesStableSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	stores := []*ruleState{{store: &store{id: 1}}, {store: &store{id: 2}}, {store: &store{id: 3}}}
@@ -25,16 +25,20 @@ func TestLockOrderMatchesStableSort(t *testing.T) {
 					ops[i].shard = int32(rng.IntN(shards))
 				}
 				want := slices.Clone(ops)
-				slices.SortStableFunc(want, byLockOrder)
-				var idx [lockOrderSmall]uint8
+				slices.SortStableFunc(want, func(a, b op) int { return cmpLockOrder(&a, &b) })
+				var idx [lockOrderSmall]int32
 				order := lockOrder(ops, &idx)
-				for k := range ops {
-					o := &ops[k]
-					if order != nil {
-						o = &ops[order[k]]
+				if len(order) != n {
+					t.Fatalf("n=%d: %d positions", n, len(order))
+				}
+				for k, at := range order {
+					if ops[at].seq != want[k].seq {
+						t.Fatalf("n=%d shards=%d: place %d takes op %d, want %d", n, shards, k, ops[at].seq, want[k].seq)
 					}
-					if o.seq != want[k].seq {
-						t.Fatalf("n=%d shards=%d: place %d takes op %d, want %d", n, shards, k, o.seq, want[k].seq)
+				}
+				for i := range ops {
+					if ops[i].seq != int32(i) {
+						t.Fatalf("n=%d: op %d moved to %d", n, ops[i].seq, i)
 					}
 				}
 			}

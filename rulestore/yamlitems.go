@@ -22,8 +22,9 @@ import (
 // block value ends where a line is indented no deeper than its list's dashes, so nothing of one
 // item reaches into the next; a quoted or flow value left open at an item's end fails to parse
 // on its own. The items not taken from the file before are parsed after their section's key
-// line and comments, as they stand in the file, and must come out as that many elements. Whatever could make the two differ is not split: anchors and aliases (one item
-// naming another), tags, directives and document markers, tabs, carriage returns and the other
+// line and comments, as they stand in the file, and must come out as that many elements.
+// Whatever could make the two differ is not split: anchors and aliases (one item naming
+// another), tags, directives and document markers, tabs, carriage returns and the other
 // characters YAML takes as line breaks (NEL, LS, PS), a line the shape does not place. Such a
 // file, and any part that fails to convert, goes through the library whole, as every file did
 // before, so errors keep their line numbers.
