@@ -227,16 +227,19 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		return nil, err
 	}
 	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
+	// A rule shared with old (or moved, a copy of it) carries its store already: it is read by
+	// the calls of old meanwhile, and only a rule compiled now, which nothing else reads yet, is
+	// written.
 	for i, rs := range l.compiled {
-		if prev := from[i]; prev != nil {
+		prev := from[i]
+		switch {
+		case !fresh[i]:
+		case prev != nil:
 			rs.store = prev.store
-			rs.store.owner.Store(rs)
-			if fresh[i] {
-				rs.store.setCapacity(rs.capacity())
-			}
-			continue
+			rs.store.setCapacity(rs.capacity())
+		default:
+			rs.store = newStore(l.seq.Add(1), rs.capacity())
 		}
-		rs.store = newStore(l.seq.Add(1), rs.capacity())
 		rs.store.owner.Store(rs)
 	}
 	return l, nil

@@ -85,3 +85,69 @@ func TestConcurrentReloadSharesStateSafely(t *testing.T) {
 		t.Fatalf("passed %d, want between 30 and 40", got)
 	}
 }
+
+// TestReloadUnderMixedLoad reloads again and again while checks of every rule kind, Top, Stats
+// and Sweep run on the Limiter in force and on the ones before it: a reload shares the compiled
+// rules it keeps with them, and must only read them (go test -race finds a write).
+func TestReloadUnderMixedLoad(t *testing.T) {
+	base := []Rule{
+		qps(1000, time.Second),
+		{Resource: "r", Param: "c", Grade: Concurrency, Count: 5, Capacity: 64},
+		{Resource: "r", Param: "t", Count: 100, Duration: time.Second, Behavior: Throttle, MaxQueueingTime: time.Second},
+	}
+	var cur atomic.Pointer[Limiter]
+	cur.Store(mustNew(t, base...))
+	stop := make(chan struct{})
+	var checks atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l := cur.Load()
+				now := at(time.Duration(i) * time.Millisecond)
+				e := Entry{Resource: "r", LeaseID: "l" + strconv.Itoa(g), Params: []Param{
+					{Name: "p", Values: []string{"v" + strconv.Itoa(i%50)}},
+					{Name: "c", Values: []string{"c" + strconv.Itoa(i%3)}},
+					{Name: "t", Values: []string{"t"}},
+				}}
+				if d := l.Check(context.Background(), now, []Entry{e}, CheckOptions{}, nil); d.Allowed {
+					e.Release = true
+					l.Check(context.Background(), now, []Entry{e}, CheckOptions{}, nil)
+				}
+				switch i % 64 {
+				case 0:
+					l.Top(now, 5)
+				case 1:
+					l.Stats()
+				case 2:
+					l.Sweep(now)
+				}
+				checks.Add(1)
+			}
+		}()
+	}
+	for i := range 200 {
+		rules := append([]Rule(nil), base...)
+		rules[0].Count = 1000 + int64(i%2) // changed, compiled again: takes the old store
+		if i%3 == 0 {
+			rules = append([]Rule{{Resource: "r", Param: "x", Count: 1, Duration: time.Second}}, rules...) // every rule moves
+		}
+		next, err := cur.Load().Reload(rules, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Store(next)
+	}
+	for checks.Load() < 1000 {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+}
