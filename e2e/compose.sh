@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Brings the docker-compose stack up, checks it through Envoy with curl, and tears it down.
 # Needs Docker with the compose plugin, and curl. Usage: e2e/compose.sh
+# With EXTAUTHZ_COMPOSE_RUNNING=1 the stack is already up (e2e/compose runs docker-compose.yml's
+# services as local processes and calls this script): only the checks run, against BASE_URL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,9 +12,13 @@ hdrs=$(mktemp)
 body=$(mktemp)
 failures=0
 
+running=${EXTAUTHZ_COMPOSE_RUNNING:-0}
+
 cleanup() {
-	if [ "$failures" -ne 0 ]; then "${compose[@]}" logs --tail=50 extauthz envoy || true; fi
-	"${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
+	if [ "$running" != 1 ]; then
+		if [ "$failures" -ne 0 ]; then "${compose[@]}" logs --tail=50 extauthz envoy || true; fi
+		"${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
+	fi
 	rm -f "$hdrs" "$body"
 }
 trap cleanup EXIT
@@ -46,7 +52,7 @@ expect_body() {
 	done
 }
 
-"${compose[@]}" up -d --build --wait --wait-timeout 120
+[ "$running" = 1 ] || "${compose[@]}" up -d --build --wait --wait-timeout 120
 
 # Authority: GET:/items lets web and mobile in, nobody else.
 c=$(code '/items?item_id=sh-a' -H 'x-origin: stranger')
