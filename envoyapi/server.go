@@ -126,6 +126,12 @@ func New(opts Options) *Server {
 // Waiting is how many requests are held in throttle queues now, both APIs together.
 func (s *Server) Waiting() int { return s.policy.Waiting() }
 
+// Drain says the server stops at deadline: a throttled call whose turn comes later is answered
+// at once, OVER_LIMIT (429 on Check) with reason shutting_down and retry-after, rather than
+// cut off by the stop with a gRPC error, which Envoy's rate-limit filter admits by default
+// (see policy.Decider.Drain).
+func (s *Server) Drain(deadline time.Time) { s.policy.Drain(deadline) }
+
 // Register registers the Authorization and RateLimitService services on g.
 func (s *Server) Register(g *grpc.Server) {
 	authv3.RegisterAuthorizationServer(g, s)

@@ -33,7 +33,7 @@ func kindOf(result string) kind {
 		return kindShadow
 	case "authority":
 		return kindAuthority
-	case "param_flow", "queue_full":
+	case "param_flow", "queue_full", "shutting_down":
 		return kindParamFlow
 	case "invalid":
 		return kindInvalid

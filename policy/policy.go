@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,14 +30,15 @@ const (
 
 // Results passed to Recorder.Decision.
 const (
-	ResultOK        = "ok"         // allowed
-	ResultAuthority = "authority"  // blocked by an authority rule
-	ResultParamFlow = "param_flow" // blocked by a hot-parameter rule
-	ResultShadow    = "shadow"     // allowed, but a shadow rule would have blocked
-	ResultInvalid   = "invalid"    // a malformed request, refused
-	ResultCancelled = "cancelled"  // the call ended during its throttle wait
-	ResultQueueFull = "queue_full" // refused: too many requests already waiting (Config.MaxWaiting)
-	ResultDryRun    = "dry_run"    // allowed by the dry run; it would have been refused
+	ResultOK           = "ok"            // allowed
+	ResultAuthority    = "authority"     // blocked by an authority rule
+	ResultParamFlow    = "param_flow"    // blocked by a hot-parameter rule
+	ResultShadow       = "shadow"        // allowed, but a shadow rule would have blocked
+	ResultInvalid      = "invalid"       // a malformed request, refused
+	ResultCancelled    = "cancelled"     // the call ended during its throttle wait
+	ResultQueueFull    = "queue_full"    // refused: too many requests already waiting (Config.MaxWaiting)
+	ResultDryRun       = "dry_run"       // allowed by the dry run; it would have been refused
+	ResultShuttingDown = "shutting_down" // refused: held for a throttle rule when the service stopped (Drain)
 )
 
 // DefaultMaxWaiting is Config.MaxWaiting when it is 0.
@@ -102,6 +104,9 @@ type Decider struct {
 	dryRun     bool
 	waiting    atomic.Int64              // requests held in throttle queues now
 	rulesCache atomic.Pointer[ruleCache] // lookups in the last rule set seen
+
+	drainMu sync.Mutex                 // serialises Drain
+	drain   atomic.Pointer[drainState] // never nil after New
 }
 
 // New builds a Decider. It panics if opts.Rules is nil.
@@ -117,6 +122,7 @@ func New(opts Options) *Decider {
 	if d.now == nil {
 		d.now = time.Now
 	}
+	d.drain.Store(&drainState{changed: make(chan struct{})})
 	return d
 }
 
@@ -201,9 +207,10 @@ type Verdict struct {
 	// Wait is how long an allowed request was held (throttle).
 	Wait time.Duration
 
-	queueFull bool             // refused for Config.MaxWaiting
-	hot       []hotparam.Entry // scratch handed to the limiter
-	st        []hotparam.Status
+	queueFull    bool             // refused for Config.MaxWaiting
+	shuttingDown bool             // refused while held: the service stops before its turn (Drain)
+	hot          []hotparam.Entry // scratch handed to the limiter
+	st           []hotparam.Status
 }
 
 func (v *Verdict) reset() {
@@ -325,6 +332,10 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		defer d.waiting.Add(-1)
 	}
 	if err := d.hold(ctx, hd.Wait); err != nil {
+		if errors.Is(err, errShuttingDown) {
+			d.shuttingDown(req, v, set, entries, start.Add(hd.Wait).Sub(d.now()))
+			return
+		}
 		v.Kind, v.Err = Cancelled, err
 		return
 	}
@@ -355,24 +366,6 @@ func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entrie
 		v.Block.Param = rs[rule].Param
 	}
 	v.RetryAfter = time.Second
-}
-
-// hold waits w, or until ctx ends.
-func (d *Decider) hold(ctx context.Context, w time.Duration) error {
-	if w <= 0 {
-		return nil
-	}
-	if d.rec != nil {
-		d.rec.QueueWait(w)
-	}
-	t := time.NewTimer(w)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // ruleCache is what the decision path looks up in one rule set by resource.

@@ -43,6 +43,9 @@ func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start ti
 		if v.queueFull {
 			result = ResultQueueFull
 		}
+		if v.shuttingDown {
+			result = ResultShuttingDown
+		}
 	case v.Kind == Cancelled:
 		result, resource = ResultCancelled, d.named(v.Rules, req.Entries)
 	case v.Shadow:

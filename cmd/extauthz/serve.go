@@ -71,6 +71,7 @@ type service struct {
 	etcd      *etcdrules.Watcher // nil without rules_etcd
 	closeEtcd func()
 	tracing   *tracing.Provider // nil until built
+	api       *envoyapi.Server
 	grpc      *grpc.Server
 	health    *health.Server
 	admin     *http.Server
@@ -155,6 +156,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Recorder: s.metrics,
 		Decision: cfg.Decision,
 	})
+	s.api = api
 	src := storeSources(store, rem)
 	src.Waiting = api.Waiting
 	s.metrics.Watch(src)
@@ -264,11 +266,19 @@ func (s *service) run(ctx context.Context) error {
 	return runErr
 }
 
+// answerWithin is how long, after the grace period, the throttled calls still held get to be
+// answered (OVER_LIMIT, shutting_down) before the server closes what is left.
+const answerWithin = time.Second
+
 // shutdown stops accepting calls, lets in-flight calls (throttle waits included) finish within
-// the grace period, then closes what is left.
+// the grace period, then closes what is left. A throttled call is never cut off with an error,
+// which Envoy's rate-limit filter admits: one whose turn comes after the grace is refused at
+// once (OVER_LIMIT, reason shutting_down), and any still held when the grace ends is refused
+// then.
 func (s *service) shutdown() {
 	s.serving.Store(false)
 	s.health.Shutdown() // health checks answer NOT_SERVING while the calls drain
+	s.api.Drain(time.Now().Add(s.cfg.ShutdownGrace))
 
 	drained := make(chan struct{})
 	go func() {
@@ -280,9 +290,21 @@ func (s *service) shutdown() {
 	select {
 	case <-drained:
 	case <-grace.C:
-		s.log.Warn("grace period over; closing the calls still in flight", zap.Duration("grace", s.cfg.ShutdownGrace))
-		s.grpc.Stop()
-		<-drained
+		held := s.api.Waiting()
+		s.api.Drain(time.Now())
+		answered := time.NewTimer(answerWithin)
+		defer answered.Stop()
+		select {
+		case <-drained:
+			if held > 0 {
+				s.log.Warn("grace period over; throttled calls still held were refused", zap.Int("calls", held),
+					zap.Duration("grace", s.cfg.ShutdownGrace))
+			}
+		case <-answered.C:
+			s.log.Warn("grace period over; closing the calls still in flight", zap.Duration("grace", s.cfg.ShutdownGrace))
+			s.grpc.Stop()
+			<-drained
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -354,11 +376,28 @@ func (s *service) onLoad(e rulestore.Event) {
 		for _, w := range e.Warnings {
 			s.log.Warn("rules warning", zap.String("file", e.File), zap.String("warning", w))
 		}
+		s.warnQueueing(e.Set)
 		s.metrics.SetResources(resources(e.Set))
 		return
 	}
 	s.log.Error("rules rejected; the rules in force stay", zap.String("file", e.File),
 		zap.Uint64("version", e.Version), zap.Error(e.Err))
+}
+
+// warnQueueing warns of each throttle rule of set whose max_queueing_time exceeds
+// shutdown_grace: a call queued longer than the grace when the service stops is refused
+// (shutting_down) rather than allowed in its turn.
+func (s *service) warnQueueing(set *rulestore.Set) {
+	if set == nil {
+		return
+	}
+	for i, r := range set.Rules.ParamFlow {
+		if r.Behavior == hotparam.Throttle && r.MaxQueueingTime > s.cfg.ShutdownGrace {
+			s.log.Warn("throttle rule may queue calls longer than shutdown_grace; those still queued at shutdown are refused",
+				zap.String("rule", fmt.Sprintf("param_flow[%d]", i)), zap.String("resource", r.Resource),
+				zap.Duration("max_queueing_time", r.MaxQueueingTime), zap.Duration("shutdown_grace", s.cfg.ShutdownGrace))
+		}
+	}
 }
 
 // storeSources are what the metrics read at scrape time: the hot-param counters of the rules in
