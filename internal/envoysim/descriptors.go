@@ -31,6 +31,9 @@ type Request struct {
 	Headers map[string][]string
 	// Remote is the TCP peer of the downstream connection.
 	Remote netip.AddrPort
+	// Local is the address of Envoy's the connection reached (its listener's, or the one a
+	// PROXY protocol header names); when valid it is the CheckRequest's destination.
+	Local netip.AddrPort
 	// TLS reports a TLS downstream connection (x-forwarded-proto https).
 	TLS bool
 	// Principal is the peer certificate's identity on an mTLS listener, else "".

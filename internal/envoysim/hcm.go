@@ -139,11 +139,19 @@ func modelledManager(m *hcmv3.HttpConnectionManager) error {
 }
 
 // normalizePath applies path_with_escaped_slashes_action, normalize_path and merge_slashes to
-// the path (not the query), in ConnectionManagerUtility::maybeNormalizePath's order. A fragment
-// is dropped first, as Envoy does by default.
+// the path (not the query), in ConnectionManagerUtility::maybeNormalizePath's order. As Envoy
+// 1.40 answers, a path with a '#' anywhere (query included) or one that does not start with a
+// slash is refused with 400 first; an absolute-form request target is not modelled.
 func normalizePath(m *hcmv3.HttpConnectionManager, r *Request) error {
-	p, _, _ := strings.Cut(r.Path, "#")
-	path, query, hasQuery := strings.Cut(p, "?")
+	switch {
+	case strings.HasPrefix(r.Path, "http://") || strings.HasPrefix(r.Path, "https://"):
+		return errors.New("an absolute-form request target: not modelled")
+	case !strings.HasPrefix(r.Path, "/"):
+		return &LocalReply{Code: 400, Reason: "a path that does not start with a slash"}
+	case strings.Contains(r.Path, "#"):
+		return &LocalReply{Code: 400, Reason: "a fragment in the path"}
+	}
+	path, query, hasQuery := strings.Cut(r.Path, "?")
 	switch m.GetPathWithEscapedSlashesAction() {
 	case hcmv3.HttpConnectionManager_REJECT_REQUEST:
 		// ConnectionManagerUtility::maybeUnescapeOrRejectEscapedSlashes.

@@ -37,29 +37,49 @@ func external(method, path string, kv ...string) Request {
 		Remote: netip.MustParseAddrPort("192.0.2.10:5000")}
 }
 
+// Cases of PathUtil::canonicalPath and PathUtil::mergeSlashes, each also sent through Envoy by
+// TestRealPaths.
+var (
+	canonicalCases = map[string]string{
+		"/xyz": "/xyz", "/x/y/z": "/x/y/z", "/a/b/../c": "/a/c", "/a/b/./c": "/a/b/c",
+		"/a/b/../../../../c": "/c", "/a/..\\c": "/c", "/%c0%af": "/%c0%af", "/%5c%25": "/%5c%25",
+		"/a/b/%2E%2E/c": "/a/c", "/a/b/%2E./c": "/a/c", "/a/b/%2E/c": "/a/b/c", "/../a/b": "/a/b",
+		"/./a/b": "/a/b", "/A/B/C": "/A/B/C", "/a/b/%2e%2e/c": "/a/c", "/a/%2F%2f/c": "/a/%2F%2f/c",
+	}
+	canonicalInvalid = []string{"/xyz/.%00../abc", "/xyz/%00.%00./abc", "/xyz/AAAAA%%0000/abc"}
+	mergeCases       = map[string]string{
+		"/a//b/c/": "/a/b/c/", "/a": "/a", "//a/b/c": "/a/b/c",
+		"/a/b/c//": "/a/b/c/", "/a///b/c": "/a/b/c", "/a////b/c": "/a/b/c",
+	}
+	// What the shipped connection manager makes of a path, and paths it refuses with 400.
+	acceptPathCases = map[string]string{
+		"/items?item_id=1":          "/items?item_id=1",
+		"//items?q=a//b":            "/items?q=a//b",
+		"/x/../items":               "/items",
+		"/it%65ms":                  "/items",
+		"/downloads/./a//b?x=../..": "/downloads/a/b?x=../..",
+	}
+	// Refused: an escaped slash (REJECT_REQUEST), a path that does not normalise, a fragment
+	// (anywhere in :path), a path that does not start with a slash (the codec).
+	acceptPathRejected = []string{"/admin%2Fusers", "/a%5cb", "/xyz/.%00../abc", "/items#frag",
+		"/items?q=a#b", "a/b/../c", "..", ""}
+)
+
 // Cases from Envoy's test/common/http/path_utility_test.cc (PathUtilityTest.NormalizeValidPaths,
 // NormalizeCasePath, InvalidPaths, MergeSlashes) for PathUtil::canonicalPath and
 // PathUtil::mergeSlashes.
 func TestCanonicalPath(t *testing.T) {
-	for in, want := range map[string]string{
-		"/xyz": "/xyz", "/x/y/z": "/x/y/z", "/a/b/../c": "/a/c", "/a/b/./c": "/a/b/c", "a/b/../c": "/a/c",
-		"/a/b/../../../../c": "/c", "/a/..\\c": "/c", "/%c0%af": "/%c0%af", "/%5c%25": "/%5c%25",
-		"/a/b/%2E%2E/c": "/a/c", "/a/b/%2E./c": "/a/c", "/a/b/%2E/c": "/a/b/c", "..": "/", "/../a/b": "/a/b",
-		"/./a/b": "/a/b", "/A/B/C": "/A/B/C", "/a/b/%2e%2e/c": "/a/c", "/a/%2F%2f/c": "/a/%2F%2f/c",
-	} {
+	for in, want := range canonicalCases {
 		if got, ok := canonicalPath(in); !ok || got != want {
 			t.Errorf("canonicalPath(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
-	for _, in := range []string{"/xyz/.%00../abc", "/xyz/%00.%00./abc", "/xyz/AAAAA%%0000/abc"} {
+	for _, in := range canonicalInvalid {
 		if got, ok := canonicalPath(in); ok {
 			t.Errorf("canonicalPath(%q) = %q, want invalid", in, got)
 		}
 	}
-	for in, want := range map[string]string{
-		"": "", "a//b/c": "a/b/c", "/a//b/c/": "/a/b/c/", "/a": "/a", "//a/b/c": "/a/b/c",
-		"/a/b/c//": "/a/b/c/", "/a///b/c": "/a/b/c", "/a////b/c": "/a/b/c",
-	} {
+	for in, want := range mergeCases {
 		if got := mergeSlashes(in); got != want {
 			t.Errorf("mergeSlashes(%q) = %q, want %q", in, got, want)
 		}
@@ -146,14 +166,7 @@ func TestAcceptMutatesHeaders(t *testing.T) {
 
 func TestAcceptPaths(t *testing.T) {
 	c := shipped(t) // normalize_path, merge_slashes, REJECT_REQUEST
-	for in, want := range map[string]string{
-		"/items?item_id=1":          "/items?item_id=1",
-		"//items?q=a//b":            "/items?q=a//b",
-		"/x/../items":               "/items",
-		"/it%65ms":                  "/items",
-		"/items#frag":               "/items",
-		"/downloads/./a//b?x=../..": "/downloads/a/b?x=../..",
-	} {
+	for in, want := range acceptPathCases {
 		s, err := c.Accept(external("GET", in))
 		if err != nil {
 			t.Errorf("Accept(%q): %v", in, err)
@@ -169,7 +182,7 @@ func TestAcceptPaths(t *testing.T) {
 	}
 	// ConnectionManagerUtility::maybeNormalizePath: REJECT_REQUEST and an invalid path are
 	// answered 400 before any filter.
-	for _, in := range []string{"/admin%2Fusers", "/a%5cb", "/xyz/.%00../abc"} {
+	for _, in := range acceptPathRejected {
 		var lr *LocalReply
 		if _, err := c.Accept(external("GET", in)); !errors.As(err, &lr) || lr.Code != 400 {
 			t.Errorf("Accept(%q) = %v, want a 400 local reply", in, err)
