@@ -37,6 +37,12 @@ func FuzzTrustedHopsAgree(f *testing.F) {
 		if err != nil {
 			t.Skip(err) // not an input Envoy's connection manager passes to filters here
 		}
+		if s.Client.Zone() != "" {
+			// Envoy takes a scoped IPv6 entry with the index of its own interface of that
+			// name (fe80::1%eth0 is fe80::1%4 on one machine, no address on another); the
+			// service, on another machine, cannot know it and takes the peer.
+			t.Skipf("a scoped address %s: Envoy's interface index, not the service's", s.Client)
+		}
 		cr, err := CheckRequest(nil, s.Request, time.Now())
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package envoysim
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"regexp"
 	"strings"
 
@@ -242,15 +241,11 @@ func action(a *routev3.RateLimit_Action, req Request, client netip.Addr) (Entry,
 		// Envoy takes the first value of a repeated header.
 		return Entry{Key: s.RequestHeaders.GetDescriptorKey(), Value: v[0]}, true, nil
 	case *routev3.RateLimit_Action_QueryParameters_:
-		q, err := url.ParseQuery(rawQuery(req.Path))
-		if err != nil {
+		v, ok := queryParam(rawQuery(req.Path), s.QueryParameters.GetQueryParameterName())
+		if !ok {
 			return Entry{}, false, nil
 		}
-		v, ok := q[s.QueryParameters.GetQueryParameterName()]
-		if !ok || len(v) == 0 {
-			return Entry{}, false, nil
-		}
-		return Entry{Key: s.QueryParameters.GetDescriptorKey(), Value: v[0]}, true, nil
+		return Entry{Key: s.QueryParameters.GetDescriptorKey(), Value: v}, true, nil
 	case *routev3.RateLimit_Action_RemoteAddress_:
 		// RemoteAddressAction: the connection manager's downstream remote address (after
 		// xff_num_trusted_hops), not the TCP peer.
@@ -281,6 +276,44 @@ func action(a *routev3.RateLimit_Action, req Request, client netip.Addr) (Entry,
 	default:
 		return Entry{}, false, fmt.Errorf("action %T is not modelled", s)
 	}
+}
+
+// queryParam is the first value of the query parameter name in query, as Envoy's
+// QueryParamsMulti::parseAndDecodeQueryString reads it (e2e/envoy's TestQueryParameterParsing
+// runs the cases through Envoy): parameters are split on '&' only (a ';' is part of a value),
+// key and value on the first '=' (a parameter without one has the value ""), both
+// percent-decoded where an escape is valid and left as written where it is not; '+' stays '+'.
+func queryParam(query, name string) (string, bool) {
+	for query != "" {
+		var param string
+		param, query, _ = strings.Cut(query, "&")
+		if param == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(param, "=")
+		if percentDecode(k) == name {
+			return percentDecode(v), true
+		}
+	}
+	return "", false
+}
+
+// percentDecode is Envoy's PercentEncoding::decode: each %XX with two hex digits becomes its
+// byte, anything else is kept.
+func percentDecode(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && hexDigit(s[i+1]) && hexDigit(s[i+2]) {
+			b = append(b, unhexByte(s[i+1])<<4|unhexByte(s[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 func rawQuery(path string) string {

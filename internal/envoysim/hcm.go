@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -309,10 +311,13 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 	for _, h := range hopByHop {
 		delete(r.Headers, h)
 	}
-	if len(r.Headers["cookie"]) > 1 && r.Protocol != "HTTP/1.1" && r.Protocol != "HTTP/1.0" {
-		// HTTP/2 and HTTP/3 cookie crumbs are put back together by the codec; how is not
-		// modelled. Over HTTP/1 each cookie header stays an entry of its own.
-		return errors.New("several cookie headers over " + r.Protocol + ": not modelled")
+	if len(r.Headers["cookie"]) > 1 && r.Protocol == "HTTP/2" {
+		// The HTTP/2 codec puts cookie crumbs back together into one header, joined with
+		// "; ". Over HTTP/1 each cookie header stays an entry of its own.
+		r.Headers["cookie"] = []string{strings.Join(r.Headers["cookie"], "; ")}
+	}
+	if len(r.Headers["cookie"]) > 1 && r.Protocol == "HTTP/3" {
+		return errors.New("several cookie headers over HTTP/3: not modelled")
 	}
 	// A repeated x-forwarded-for is one header to Envoy, joined with commas.
 	xff, hadXFF := r.Headers["x-forwarded-for"]
@@ -343,13 +348,9 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 			r.Scheme = r.scheme()
 		}
 	}
-	// Internal: no x-forwarded-for before ours and an internal address. Which addresses the
-	// default internal_address_config counts as internal has changed across Envoy releases
-	// (private ranges, or none): a request that may be internal is not modelled, so the model
-	// stays with the external clients an edge Envoy serves.
-	if !hadXFF && (client.IsPrivate() || client.IsLoopback()) {
-		return fmt.Errorf("a request that may be internal (peer %s, default internal_address_config): not modelled", client)
-	}
+	// Internal requests: with no internal_address_config (modelledManager refuses one), Envoy
+	// 1.40 counts no address as internal, private and loopback peers included, so every
+	// request is an edge request.
 	s.Client, s.Edge = client, true
 	for _, h := range internalOnly {
 		delete(r.Headers, h)
@@ -370,6 +371,8 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 
 // lastAddressFromXFF is Utility::getLastAddressFromXFF: skip skip entries from the right, take
 // the next one, trimmed; the zero Addr when there are too few entries or it is no IP address.
+// An IPv6 address may carry a zone: an interface name becomes the interface's index, as
+// Envoy's numeric getaddrinfo makes it (an unknown interface is no address).
 func lastAddressFromXFF(xff string, skip int) netip.Addr {
 	for i := 0; i < skip; i++ {
 		j := strings.LastIndexByte(xff, ',')
@@ -382,8 +385,17 @@ func lastAddressFromXFF(xff string, skip int) netip.Addr {
 		xff = xff[j+1:]
 	}
 	a, err := netip.ParseAddr(strings.TrimSpace(xff))
-	if err != nil || a.Zone() != "" {
+	if err != nil {
 		return netip.Addr{}
+	}
+	if z := a.Zone(); z != "" {
+		if _, err := strconv.ParseUint(z, 10, 32); err != nil {
+			ifc, err := net.InterfaceByName(z)
+			if err != nil {
+				return netip.Addr{}
+			}
+			a = a.WithZone(strconv.Itoa(ifc.Index))
+		}
 	}
 	return a.Unmap()
 }

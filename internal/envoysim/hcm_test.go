@@ -2,6 +2,7 @@ package envoysim
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -90,31 +91,54 @@ func TestCanonicalPath(t *testing.T) {
 // GetLastAddressFromXFF): entries counted from the right, whitespace trimmed, a bad entry or too
 // few entries give no address.
 func TestLastAddressFromXFF(t *testing.T) {
-	xff := "192.0.2.10, 192.0.2.1 ,10.0.0.1"
-	for skip, want := range map[int]string{0: "10.0.0.1", 1: "192.0.2.1", 2: "192.0.2.10", 3: "invalid IP"} {
-		if got := lastAddressFromXFF(xff, skip); got.String() != want {
+	// TestRealTrustedHops sends these through Envoy with xff_num_trusted_hops skip+1.
+	for skip, want := range xffSkips {
+		if got := lastAddressFromXFF(xffEntries, skip); got.String() != want {
 			t.Errorf("skip %d: %v, want %s", skip, got, want)
 		}
 	}
-	for _, bad := range []string{"", "bad", "1.2.3.4,", "fe80::1%eth0"} {
+	for in, want := range xffScoped {
+		if got := lastAddressFromXFF(in, 0); got.String() != want {
+			t.Errorf("%q: %v, want %s", in, got, want)
+		}
+	}
+	for _, bad := range xffBad {
 		if got := lastAddressFromXFF(bad, 0); got.IsValid() {
 			t.Errorf("%q: %v, want none", bad, got)
 		}
 	}
 }
 
-// Cases for ConnectionManagerUtility::mutateRequestHeaders with use_remote_address
-// (test/common/http/conn_manager_utility_test.cc: UseRemoteAddressWithXFFTrustedHops,
-// AppendXff, ExternalRequestPreserveExternalRequestId, EdgeRequestRegenerateRequestId...).
-func TestAcceptMutatesHeaders(t *testing.T) {
-	tests := []struct {
-		name       string
-		hops       uint32
-		preserve   bool
-		req        Request
-		wantClient string
-		want       map[string][]string // headers checked; nil value: absent
-	}{
+var (
+	xffEntries = "192.0.2.10, 192.0.2.1 ,10.0.0.1"
+	xffSkips   = map[int]string{0: "10.0.0.1", 1: "192.0.2.1", 2: "192.0.2.10", 3: "invalid IP"}
+	xffBad     = []string{"", "bad", "1.2.3.4,", "fe80::1%no-such-interface"}
+	// A zone names an interface; Envoy writes its index.
+	xffScoped = map[string]string{"fe80::1%lo": "fe80::1%" + loIndex(), "fe80::1%7": "fe80::1%7"}
+)
+
+// loIndex is the index of the loopback interface, "lo".
+func loIndex() string {
+	ifc, err := net.InterfaceByName("lo")
+	if err != nil {
+		return "no lo"
+	}
+	return strconv.Itoa(ifc.Index)
+}
+
+// mutateCase is a request, the connection manager's xff_num_trusted_hops and
+// preserve_external_request_id, and what the filters see of it.
+type mutateCase struct {
+	name       string
+	hops       uint32
+	preserve   bool
+	req        Request
+	wantClient string
+	want       map[string][]string // headers checked; nil value: absent
+}
+
+func mutateCases() []mutateCase {
+	return []mutateCase{
 		{"no xff: the peer, appended", 0, false, external("GET", "/items"), "192.0.2.10",
 			map[string][]string{"x-forwarded-for": {"192.0.2.10"}, "x-envoy-external-address": {"192.0.2.10"},
 				"x-forwarded-proto": {"http"}, "x-request-id": {"rid-1"}}},
@@ -139,7 +163,25 @@ func TestAcceptMutatesHeaders(t *testing.T) {
 				"x-envoy-downstream-service-cluster", "evil", "x-origin", "web"), "192.0.2.10",
 			map[string][]string{"connection": nil, "x-envoy-internal": nil, "x-envoy-retry-on": nil,
 				"x-envoy-downstream-service-cluster": nil, "x-origin": {"web"}}},
+		{"a private peer without x-forwarded-for is external", 0, false,
+			Request{Method: "GET", Path: "/items", Host: "h", Remote: netip.MustParseAddrPort("10.1.1.1:1"),
+				Headers: map[string][]string{"x-envoy-retry-on": {"5xx"}}}, "10.1.1.1",
+			map[string][]string{"x-envoy-external-address": {"10.1.1.1"}, "x-forwarded-for": {"10.1.1.1"}, "x-envoy-retry-on": nil}},
+		{"HTTP/2 cookie crumbs are one header, joined with '; '", 0, false, func() Request {
+			r := external("GET", "/items", "cookie", "a=1", "cookie", "b=2")
+			r.Protocol = "HTTP/2"
+			return r
+		}(), "192.0.2.10", map[string][]string{"cookie": {"a=1; b=2"}}},
+		{"HTTP/1.1 cookie headers stay apart", 0, false, external("GET", "/items", "cookie", "a=1", "cookie", "b=2"),
+			"192.0.2.10", map[string][]string{"cookie": {"a=1", "b=2"}}},
 	}
+}
+
+// Cases for ConnectionManagerUtility::mutateRequestHeaders with use_remote_address
+// (test/common/http/conn_manager_utility_test.cc: UseRemoteAddressWithXFFTrustedHops,
+// AppendXff, ExternalRequestPreserveExternalRequestId, EdgeRequestRegenerateRequestId...).
+func TestAcceptMutatesHeaders(t *testing.T) {
+	tests := mutateCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := shipped(t)
@@ -218,13 +260,7 @@ func TestAcceptRefusesWhatItDoesNotModel(t *testing.T) {
 			m.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT
 		}, external("GET", "/"), "UNESCAPE_AND_REDIRECT"},
 		{"a loopback peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/", Remote: netip.MustParseAddrPort("127.0.0.1:1")}, "loopback"},
-		{"an internal peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/", Remote: netip.MustParseAddrPort("10.1.1.1:1")}, "may be internal"},
 		{"no peer", func(*hcmv3.HttpConnectionManager) {}, Request{Method: "GET", Path: "/"}, "peer"},
-		{"split cookies over HTTP/2", func(*hcmv3.HttpConnectionManager) {}, func() Request {
-			r := external("GET", "/", "cookie", "a=1", "cookie", "b=2")
-			r.Protocol = "HTTP/2"
-			return r
-		}(), "cookie"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -431,6 +431,7 @@ func (e *real) sendH2(r Request) seen {
 		e.t.Fatal(err)
 	}
 	req.URL.Opaque = r.Path
+	req.Header["User-Agent"] = []string{""} // none unless the case has one
 	for _, k := range sortedNames(r.Headers) {
 		for _, v := range r.Headers[k] {
 			req.Header.Add(k, v)

@@ -2,12 +2,15 @@ package envoysim
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 )
 
@@ -31,10 +34,13 @@ func (r *Reply) add(to *map[string][]string, k, v string) {
 
 // RateLimitReply is what Envoy's ratelimit filter makes of resp, the answer to the request
 // path descriptors ds (Filter::complete): on OVER_LIMIT a 429 local reply (rate_limited_status
-// when set) with the x-ratelimit-* headers, the service's response_headers_to_add and raw_body,
-// and x-envoy-ratelimited; on OK the request goes on, the x-ratelimit-* headers and
-// response_headers_to_add reach the client, request_headers_to_add the upstream. A nil resp (the
-// call failed) fails open or closed by failure_mode_deny (status_on_error, default 500).
+// when set to 400 or more) with the x-ratelimit-* headers, the service's response_headers_to_add
+// and raw_body, and x-envoy-ratelimited; on OK, and on an overall_code of UNKNOWN, which Envoy's
+// client reads as OK (GrpcClientImpl::onSuccess), the request goes on, the x-ratelimit-* headers
+// and response_headers_to_add reach the client, request_headers_to_add the upstream. With
+// filter_enforced at 0% an OVER_LIMIT is not enforced either. A nil resp (the call failed) fails
+// open or closed by failure_mode_deny (status_on_error, default 500). e2e/envoy's
+// differences_test.go runs these cases through Envoy.
 func (c *Config) RateLimitReply(ds []Descriptor, resp *rlsv3.RateLimitResponse) (Reply, error) {
 	_, f, err := c.Filters()
 	if err != nil {
@@ -46,8 +52,15 @@ func (c *Config) RateLimitReply(ds []Descriptor, resp *rlsv3.RateLimitResponse) 
 	if f.GetEnableRetryAfterHeader() || f.GetRateLimitedAsResourceExhausted() || f.GetFailureModeDenyPercent() != nil {
 		return Reply{}, errors.New("ratelimit filter: enable_retry_after_header, rate_limited_as_resource_exhausted and failure_mode_deny_percent are not modelled")
 	}
+	enforced, err := fullOrNone("filter_enforced", f.GetFilterEnforced())
+	if err != nil {
+		return Reply{}, err
+	}
+	if _, err := fullOrNone("filter_enabled", f.GetFilterEnabled()); err != nil {
+		return Reply{}, err
+	}
 	var r Reply
-	if resp == nil || resp.GetOverallCode() == rlsv3.RateLimitResponse_UNKNOWN {
+	if resp == nil {
 		if f.GetFailureModeDeny() {
 			r.Status = 500
 			if s := f.GetStatusOnError().GetCode(); s != 0 {
@@ -63,9 +76,10 @@ func (c *Config) RateLimitReply(ds []Descriptor, resp *rlsv3.RateLimitResponse) 
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		r.add(&r.ClientHeaders, h.GetKey(), h.GetValue())
 	}
-	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT && enforced {
 		r.Status = 429
-		if s := f.GetRateLimitedStatus().GetCode(); s != 0 {
+		// Envoy's FilterConfig::toErrorCode: a code below 400 is not an error; 429 instead.
+		if s := f.GetRateLimitedStatus().GetCode(); s >= 400 {
 			r.Status = int(s)
 		}
 		if !f.GetDisableXEnvoyRatelimitedHeader() {
@@ -78,6 +92,33 @@ func (c *Config) RateLimitReply(ds []Descriptor, resp *rlsv3.RateLimitResponse) 
 		r.add(&r.UpstreamHeaders, h.GetKey(), h.GetValue())
 	}
 	return r, nil
+}
+
+// fullOrNone reads a RuntimeFractionalPercent of the ratelimit filter that is 100% when unset:
+// whether it is 100% (true) or 0% (false). Any other fraction, which Envoy draws per request,
+// is not modelled.
+func fullOrNone(field string, p *corev3.RuntimeFractionalPercent) (bool, error) {
+	if p == nil {
+		return true, nil
+	}
+	v := p.GetDefaultValue()
+	switch {
+	case v.GetNumerator() == 0:
+		return false, nil
+	case v.GetNumerator() >= denominator(v.GetDenominator()):
+		return true, nil
+	}
+	return false, fmt.Errorf("ratelimit filter: %s of %d/%s is not modelled", field, v.GetNumerator(), v.GetDenominator())
+}
+
+func denominator(d typev3.FractionalPercent_DenominatorType) uint32 {
+	switch d {
+	case typev3.FractionalPercent_TEN_THOUSAND:
+		return 10000
+	case typev3.FractionalPercent_MILLION:
+		return 1000000
+	}
+	return 100
 }
 
 // RateLimitHeaders is XRateLimitHeaderUtils::populateHeaders: from the status with the fewest

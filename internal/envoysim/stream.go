@@ -16,6 +16,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -43,16 +44,21 @@ func (c *Config) Filters() (*extauthzv3.ExtAuthz, *ratelimitv3.RateLimit, error)
 }
 
 // Descriptors derives the descriptors the ratelimit filter sends for s (see Descriptors),
-// with the connection manager's downstream remote address for remote_address actions. It
-// refuses rate limits the ratelimit filter could take from elsewhere than the route's
-// RateLimitPerRoute, which it does not model: the filter's own rate_limits, the virtual host's
-// and the route action's rate_limits.
+// with the connection manager's downstream remote address for remote_address actions. The
+// RateLimitPerRoute is the most specific one, as Envoy resolves it: the route's, else its
+// virtual host's (e2e/envoy's TestPerRouteMostSpecificFirst). None are sent with
+// filter_enabled at 0%. It refuses rate limits the ratelimit filter could take from elsewhere,
+// which it does not model: the filter's own rate_limits, the virtual host's and the route
+// action's rate_limits.
 func (c *Config) Descriptors(s *Stream) ([]Descriptor, error) {
 	if s.Route == nil {
 		return nil, nil
 	}
 	_, rl, err := c.Filters()
 	if err != nil {
+		return nil, err
+	}
+	if enabled, err := fullOrNone("filter_enabled", rl.GetFilterEnabled()); err != nil || !enabled {
 		return nil, err
 	}
 	if len(rl.GetRateLimits()) > 0 {
@@ -64,6 +70,13 @@ func (c *Config) Descriptors(s *Stream) ([]Descriptor, error) {
 	if len(s.Route.GetRoute().GetRateLimits()) > 0 {
 		return nil, fmt.Errorf("route %q: route.rate_limits (the router's rate limit policy) are not modelled", s.Route.GetName())
 	}
+	if _, ok := s.Route.GetTypedPerFilterConfig()[RateLimitFilter]; !ok {
+		if a, ok := s.VirtualHost.GetTypedPerFilterConfig()[RateLimitFilter]; ok {
+			// The virtual host's, read as if the route carried it.
+			r := &routev3.Route{Name: s.Route.GetName(), TypedPerFilterConfig: map[string]*anypb.Any{RateLimitFilter: a}}
+			return deriveDescriptors(r, s.Request, s.Client)
+		}
+	}
 	return deriveDescriptors(s.Route, s.Request, s.Client)
 }
 
@@ -73,8 +86,13 @@ func (c *Config) Descriptors(s *Stream) ([]Descriptor, error) {
 // MessageUtil::sanitizeUtf8String does; or header_map with raw values under
 // encode_raw_headers), only those allowed_headers lets through and disallowed_headers does not
 // stop, the source the TCP peer, and the context_extensions of the virtual host overlaid with
-// the route's. It returns nil, nil when the route disables ext_authz.
+// the route's. It returns nil, nil when the route disables ext_authz, and when no route
+// matched: Envoy's ext_authz filter sends no Check for a request the router will answer 404
+// (e2e/envoy's TestUnroutedPathGetsNoCheck).
 func (c *Config) CheckRequest(s *Stream, now time.Time) (*authv3.CheckRequest, error) {
+	if s.Route == nil {
+		return nil, nil
+	}
 	f, _, err := c.Filters()
 	if err != nil {
 		return nil, err
