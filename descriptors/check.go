@@ -154,6 +154,8 @@ func (m *Mapper) values(dst []string, v *view, src source) ([]string, error) {
 		dst = appendValue(dst, v.attrs.GetSource().GetPrincipal(), src.split)
 	case fromExtension:
 		dst = appendValue(dst, v.attrs.GetContextExtensions()[src.name], src.split)
+	case fromMetadata:
+		dst = appendValue(dst, metadataString(v.attrs, src), src.split)
 	}
 	if len(dst)-start > MaxValues {
 		return dst[:start], ErrTooManyValues
@@ -164,6 +166,20 @@ func (m *Mapper) values(dst []string, v *view, src source) ([]string, error) {
 		}
 	}
 	return dst, nil
+}
+
+// metadataString walks src.path in the filter metadata src.name of the request's
+// metadata_context to a string; "" when a key is missing or the leaf is not a string.
+func metadataString(attrs *authv3.AttributeContext, src source) string {
+	st := attrs.GetMetadataContext().GetFilterMetadata()[src.name]
+	for i, key := range src.path {
+		f := st.GetFields()[key]
+		if i == len(src.path)-1 {
+			return f.GetStringValue()
+		}
+		st = f.GetStructValue()
+	}
+	return ""
 }
 
 // appendValue appends s, or its non-empty pieces around sep, trimmed of spaces. It stops after

@@ -3,8 +3,10 @@ package descriptors
 import (
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // FuzzMapping feeds arbitrary request content to both mappings: they must never panic, and what
@@ -20,6 +22,7 @@ func FuzzMapping(f *testing.F) {
 			"q": {From: "query", Name: "id", Split: ","},
 			"h": {From: "header", Name: "x-h", Split: ","},
 			"c": {From: "cookie", Name: "sid"},
+			"m": {From: "metadata", Namespace: "jwt", Path: []string{"payload", "sub"}, Split: ","},
 		},
 		TrustedHops: 2,
 	}})
@@ -27,8 +30,14 @@ func FuzzMapping(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, path, hdr, cookie, xff, key, value string, hits uint64) {
-		e, err := m.Check(req{method: "GET", path: path, addr: "10.0.0.1",
-			headers: map[string]string{"x-h": hdr, "cookie": cookie, "x-forwarded-for": xff}}.build())
+		r := req{method: "GET", path: path, addr: "10.0.0.1",
+			headers: map[string]string{"x-h": hdr, "cookie": cookie, "x-forwarded-for": xff}}.build()
+		// The verified metadata: a string claim (invalid UTF-8 is dropped by structpb), or the
+		// key's value as a struct that the path walks through.
+		if st, err := structpb.NewStruct(map[string]any{"payload": map[string]any{"sub": hdr, key: map[string]any{value: cookie}}}); err == nil {
+			r.Attributes.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"jwt": st}}
+		}
+		e, err := m.Check(r)
 		if err == nil {
 			for _, p := range e.Params {
 				if len(p.Values) == 0 || len(p.Values) > MaxValues {

@@ -45,11 +45,18 @@ type AuthzConfig struct {
 
 // Source is where a value comes from.
 type Source struct {
-	// From is header, query, cookie, client_ip, host, method, path, principal or
-	// context_extension.
+	// From is header, query, cookie, client_ip, host, method, path, principal,
+	// context_extension or metadata.
 	From  string `json:"from"`
 	Name  string `json:"name,omitempty"`  // header, query, cookie, extension name
 	Split string `json:"split,omitempty"` // splits one value into several
+	// Namespace and Path locate a value in the metadata Envoy verified and sent with the
+	// check request (its metadata_context, filled by ext_authz's metadata_context_namespaces):
+	// Path walks the struct of filter namespace Namespace, key by key, to a string (e.g.
+	// namespace envoy.filters.http.jwt_authn, path [payload, sub] for a JWT's subject). A
+	// missing key or a leaf that is not a string yields no value. For from: metadata only.
+	Namespace string   `json:"namespace,omitempty"`
+	Path      []string `json:"path,omitempty"`
 }
 
 // RateLimitConfig maps rate-limit descriptors.
@@ -75,6 +82,7 @@ const (
 	fromPath
 	fromPrincipal
 	fromExtension
+	fromMetadata
 )
 
 var kinds = map[string]kind{
@@ -87,13 +95,21 @@ var kinds = map[string]kind{
 	"path":              fromPath,
 	"principal":         fromPrincipal,
 	"context_extension": fromExtension,
+	"metadata":          fromMetadata,
 }
+
+// sourceNames lists the kinds for errors.
+const sourceNames = "header, query, cookie, client_ip, host, method, path, principal, context_extension, metadata"
+
+// MaxMetadataPath is the most keys a metadata source's path may have.
+const MaxMetadataPath = 16
 
 // source is a compiled Source.
 type source struct {
 	kind  kind
-	name  string // lower-case for headers
+	name  string // lower-case for headers; the namespace for metadata
 	split string
+	path  []string // metadata only
 }
 
 // param is a named, compiled Source.
@@ -230,9 +246,9 @@ func compileSource(s Source) (src source, reason, field string) {
 	k, ok := kinds[s.From]
 	if !ok {
 		if s.From == "" {
-			return src, "missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension)", "from"
+			return src, "missing (one of " + sourceNames + ")", "from"
 		}
-		return src, "unknown source " + strconv.Quote(s.From) + " (want one of header, query, cookie, client_ip, host, method, path, principal, context_extension)", "from"
+		return src, "unknown source " + strconv.Quote(s.From) + " (want one of " + sourceNames + ")", "from"
 	}
 	named := k == fromHeader || k == fromQuery || k == fromCookie || k == fromExtension
 	if named && s.Name == "" {
@@ -241,11 +257,40 @@ func compileSource(s Source) (src source, reason, field string) {
 	if !named && s.Name != "" {
 		return src, "not used by from: " + s.From, "name"
 	}
+	if k == fromMetadata {
+		return compileMetadata(s)
+	}
+	if s.Namespace != "" {
+		return src, "used only by from: metadata", "namespace"
+	}
+	if len(s.Path) > 0 {
+		return src, "used only by from: metadata", "path"
+	}
 	name := s.Name
 	if k == fromHeader {
 		name = strings.ToLower(name)
 	}
 	return source{kind: k, name: name, split: s.Split}, "", ""
+}
+
+// compileMetadata checks a from: metadata source.
+func compileMetadata(s Source) (src source, reason, field string) {
+	switch {
+	case s.Namespace == "":
+		return src, "required for from: metadata (the filter namespace, e.g. envoy.filters.http.jwt_authn)", "namespace"
+	case len(s.Namespace) > MaxLen:
+		return src, "longer than " + strconv.Itoa(MaxLen) + " bytes", "namespace"
+	case len(s.Path) == 0:
+		return src, "required for from: metadata (the keys to the value, e.g. [payload, sub])", "path"
+	case len(s.Path) > MaxMetadataPath:
+		return src, "more than " + strconv.Itoa(MaxMetadataPath) + " keys", "path"
+	}
+	for i, key := range s.Path {
+		if key == "" {
+			return src, "empty key", "path[" + strconv.Itoa(i) + "]"
+		}
+	}
+	return source{kind: fromMetadata, name: s.Namespace, split: s.Split, path: append([]string(nil), s.Path...)}, "", ""
 }
 
 // parseTemplate compiles a resource template: literal text with {method}, {path} and {host}.

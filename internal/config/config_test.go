@@ -243,7 +243,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown key in a list of sources", "authz: {origin: [{from: header, name: x}, {frm: header, name: y}]}\n", nil,
 			[]string{
 				`authz.origin[1].frm: unknown key (did you mean "from"?) (from FILE)`,
-				`authz.origin[1].from: missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension) (from FILE)`,
+				`authz.origin[1].from: missing (one of header, query, cookie, client_ip, host, method, path, principal, context_extension, metadata) (from FILE)`,
 			}},
 		{"unknown key in a map of sources", "authz: {params: {user: {from: header, name: x-user, spilt: \",\"}}}\n", nil,
 			[]string{`authz.params.user.spilt: unknown key (did you mean "split"?) (from FILE)`}},
