@@ -4,7 +4,6 @@
 package etcdrules
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -14,8 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/extauthz/extauthz/rulestore"
 )
 
 // Config is the rules_etcd section of the service config.
@@ -28,6 +25,11 @@ type Config struct {
 	Keys []string `json:"keys"`
 	// DialTimeout bounds connecting and each read.
 	DialTimeout time.Duration `json:"dial_timeout"`
+	// CheckInterval is how often the keys are read besides the watch, to catch what a watch
+	// cannot see: etcd restored from a snapshot or recreated empty (its revision back below
+	// the one the watch waits for), another cluster behind the endpoints, a lost event. 0
+	// means DefaultCheckInterval.
+	CheckInterval time.Duration `json:"check_interval"`
 	// Username and Password, when set, authenticate to etcd.
 	Username string `json:"username"`
 	Password string `json:"password"`
@@ -38,8 +40,11 @@ type Config struct {
 	KeyFile  string `json:"key_file"`
 }
 
-// DefaultDialTimeout is the DialTimeout of the default config.
-const DefaultDialTimeout = 5 * time.Second
+// Defaults of the default config.
+const (
+	DefaultDialTimeout   = 5 * time.Second
+	DefaultCheckInterval = 10 * time.Second
+)
 
 // Enabled reports whether rules come from etcd.
 func (c Config) Enabled() bool { return len(c.Endpoints) > 0 }
@@ -75,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.DialTimeout <= 0 {
 		return &ConfigError{Field: "dial_timeout", Reason: fmt.Sprintf("must be > 0, not %v", c.DialTimeout)}
+	}
+	if c.CheckInterval < 0 {
+		return &ConfigError{Field: "check_interval", Reason: fmt.Sprintf("must not be negative, not %v", c.CheckInterval)}
 	}
 	return nil
 }
@@ -130,126 +138,4 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
-}
-
-// Watcher keeps a Store loaded from etcd keys.
-type Watcher struct {
-	cli     *clientv3.Client
-	cfg     Config
-	store   *rulestore.Store
-	lastErr string // the failure last recorded, so that one outage is recorded once
-	// Retry is how long Run waits before reading again after a failure; 0 means 1s.
-	Retry time.Duration
-}
-
-// New returns a Watcher of cfg.Keys through cli into store.
-func New(cli *clientv3.Client, cfg Config, store *rulestore.Store) *Watcher {
-	return &Watcher{cli: cli, cfg: cfg, store: store}
-}
-
-// Load reads the keys once and puts their rules in force; it returns the Store's error when
-// the rules are refused, or the read's. The service calls it at start, where a failure is fatal.
-func (w *Watcher) Load(ctx context.Context) error {
-	_, readErr, err := w.load(ctx)
-	if readErr != nil {
-		return readErr
-	}
-	return err
-}
-
-// load reads the keys and hands them to the Store; it returns the revision read at, the read's
-// error, or the Store's.
-func (w *Watcher) load(ctx context.Context) (rev int64, readErr, loadErr error) {
-	docs, version, rev, err := w.read(ctx)
-	if err != nil {
-		if msg := err.Error(); msg != w.lastErr {
-			w.lastErr = msg
-			w.store.Fail(err)
-		}
-		return 0, err, nil
-	}
-	w.lastErr = ""
-	return rev, nil, w.store.LoadDocuments(docs, version)
-}
-
-// read gets every key at one revision. The version is the highest ModRevision of the keys: the
-// same on every replica for the same content. A missing key is an error (like a missing file,
-// it never means "no rules": put an empty document, {}, for that).
-func (w *Watcher) read(ctx context.Context) ([]rulestore.Document, uint64, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.DialTimeout)
-	defer cancel()
-	ops := make([]clientv3.Op, len(w.cfg.Keys))
-	for i, k := range w.cfg.Keys {
-		ops[i] = clientv3.OpGet(k)
-	}
-	resp, err := w.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("cannot read rules from etcd: %w", err)
-	}
-	docs := make([]rulestore.Document, len(w.cfg.Keys))
-	var version uint64
-	for i, r := range resp.Responses {
-		kvs := r.GetResponseRange().GetKvs()
-		if len(kvs) == 0 {
-			return nil, 0, 0, fmt.Errorf("cannot read rules from etcd: key %q not found", w.cfg.Keys[i])
-		}
-		docs[i] = rulestore.Document{Name: w.cfg.Keys[i], Data: kvs[0].Value}
-		version = max(version, uint64(kvs[0].ModRevision))
-	}
-	return docs, version, resp.Header.Revision, nil
-}
-
-// Run watches the keys until ctx ends, loading them again on every change. While etcd cannot
-// be reached, the rules in force stay (the failure is recorded once), and the watch resumes
-// from the last revision seen when etcd is back, so that no change is missed; a watch that
-// cannot resume (its revision compacted) reads the keys again. It returns nil when ctx ends.
-func (w *Watcher) Run(ctx context.Context) error {
-	retry := w.Retry
-	if retry <= 0 {
-		retry = time.Second
-	}
-	for ctx.Err() == nil {
-		rev, readErr, _ := w.load(ctx) // a refused load is recorded by the Store
-		if readErr != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(retry):
-			}
-			continue
-		}
-		w.watch(ctx, rev+1)
-	}
-	return nil
-}
-
-// watch waits for a change to any key from revision from on, and returns when one came (or
-// the watch ended: compaction, cancellation, ctx).
-func (w *Watcher) watch(ctx context.Context, from int64) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changed := make(chan struct{}, 1)
-	for _, k := range w.cfg.Keys {
-		ch := w.cli.Watch(wctx, k, clientv3.WithRev(from))
-		go func() {
-			for resp := range ch {
-				if resp.Err() != nil || len(resp.Events) > 0 || resp.Canceled {
-					select {
-					case changed <- struct{}{}:
-					default:
-					}
-					if resp.Err() != nil || resp.Canceled {
-						return
-					}
-				}
-			}
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}()
-	}
-	select {
-	case <-ctx.Done():
-	case <-changed:
-	}
 }

@@ -36,7 +36,7 @@ func (e *events) add(ev rulestore.Event) {
 func setup(t *testing.T, keys ...string) (*etcdtest.Server, *clientv3.Client, *rulestore.Store, *Watcher, *events) {
 	t.Helper()
 	srv := etcdtest.Start(t)
-	cfg := Config{Endpoints: []string{srv.Endpoint}, Keys: keys, DialTimeout: 2 * time.Second}
+	cfg := Config{Endpoints: []string{srv.Endpoint}, Keys: keys, DialTimeout: 2 * time.Second, CheckInterval: 200 * time.Millisecond}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

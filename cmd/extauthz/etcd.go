@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/config"
@@ -21,8 +22,9 @@ func rulesSource(cfg config.Config, opts *rulestore.Options) {
 }
 
 // etcdRules connects to etcd and loads the rules once into store (a failure is fatal at start,
-// as a bad rules file is); nil, nil without rules_etcd. close releases the client.
-func etcdRules(cfg config.Config, store *rulestore.Store) (w *etcdrules.Watcher, closeFn func(), err error) {
+// as a bad rules file is); nil, nil without rules_etcd. close releases the client. The watcher
+// logs to log what a watch alone would hide (etcd's history lost, a compacted watch).
+func etcdRules(cfg config.Config, store *rulestore.Store, log *zap.Logger) (w *etcdrules.Watcher, closeFn func(), err error) {
 	if !cfg.RulesEtcd.Enabled() {
 		return nil, func() {}, nil
 	}
@@ -31,6 +33,7 @@ func etcdRules(cfg config.Config, store *rulestore.Store) (w *etcdrules.Watcher,
 		return nil, nil, fmt.Errorf("rules_etcd: %w", err)
 	}
 	w = etcdrules.New(cli, cfg.RulesEtcd, store)
+	w.Log = log.Named("etcd")
 	if err := w.Load(context.Background()); err != nil {
 		cli.Close()
 		return nil, nil, err

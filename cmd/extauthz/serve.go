@@ -127,7 +127,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, err
 	}
 	s.store = store
-	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store); err != nil {
+	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store, log); err != nil {
 		return nil, err
 	}
 

@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000},
 			Fallback: "local", Replicas: 1,
 		}},
-		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second},
+		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second, CheckInterval: 10 * time.Second},
 		Sensitive:   SensitiveConfig{Params: []string{}},
 		DecisionLog: DecisionLogConfig{Enabled: true},
 		Tracing:     TracingConfig{SampleRatio: 1},

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -170,6 +171,22 @@ func (s *Server) Stop() {
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
+	}
+}
+
+// Wipe stops the process and deletes its data, as a member lost and recreated empty is: the
+// next Restart starts a new cluster on the same ports, its revision back at 1.
+func (s *Server) Wipe() {
+	s.t.Helper()
+	s.Stop()
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
