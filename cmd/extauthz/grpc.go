@@ -17,8 +17,9 @@ import (
 
 // grpcOptions are the gRPC server's options from cfg: message size limit, streams per
 // connection, stream workers, keepalive and its enforcement, and TLS (mTLS when a client CA is
-// set) with certificate rotation logged to log.
-func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error) {
+// set) with certificate rotation logged to log. The Reloader serving the certificate is nil
+// without TLS.
+func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, *tlsreload.Reloader, error) {
 	ka := cfg.GRPC.Keepalive
 	pingAfter := ka.Time
 	if pingAfter == 0 {
@@ -45,12 +46,12 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, error
 		// call back. gRPC marks the option experimental; calls beyond the workers run as before.
 		opts = append(opts, grpc.NumStreamWorkers(uint32(n)))
 	}
-	if cfg.TLS.Enabled() {
-		r, err := tlsreload.New(tlsreload.Options{Files: cfg.TLS, Log: log})
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(r.ServerConfig())))
+	if !cfg.TLS.Enabled() {
+		return opts, nil, nil
 	}
-	return opts, nil
+	r, err := tlsreload.New(tlsreload.Options{Files: cfg.TLS, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(opts, grpc.Creds(credentials.NewTLS(r.ServerConfig()))), r, nil
 }

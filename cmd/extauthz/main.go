@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	// SIGHUP never ends the process: while it serves, serve reloads on it; before and after, it
+	// is dropped here.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		// After the first signal, a second one kills the process without waiting for the grace.
@@ -128,7 +131,8 @@ func serveCommand(getenv func(string) string, started *bool) *cobra.Command {
 		Short: "Serve ext_authz and rate-limit calls (the default command)",
 		Long: `Serve runs the service until SIGTERM or SIGINT: gRPC (ext_authz Check and
 ShouldRateLimit, health, reflection) on grpc_addr and the admin HTTP listener on admin_addr.
-The rules file is watched and reloaded when it changes.`,
+The rules file is watched and reloaded when it changes; SIGHUP reloads the rules (from the file
+or etcd) and the TLS certificate at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			*started = true

@@ -30,6 +30,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/observe"
+	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
@@ -70,7 +71,8 @@ type service struct {
 	remote    *redisstore.Store  // nil without store.redis
 	etcd      *etcdrules.Watcher // nil without rules_etcd
 	closeEtcd func()
-	tracing   *tracing.Provider // nil until built
+	tracing   *tracing.Provider   // nil until built
+	tls       *tlsreload.Reloader // nil without TLS
 	api       *envoyapi.Server
 	grpc      *grpc.Server
 	health    *health.Server
@@ -136,10 +138,11 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, fmt.Errorf("sensitive.key: %w", err)
 	}
 
-	opts, err := grpcOptions(cfg, log.Named("tls"))
+	opts, tlsr, err := grpcOptions(cfg, log.Named("tls"))
 	if err != nil {
 		return nil, err
 	}
+	s.tls = tlsr
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
 		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery)}
 	if s.tracing.Enabled() { // off: no span is started, Envoy's trace id still logged
@@ -201,6 +204,13 @@ func (s *service) run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	hup, stopHangup := notifyHangup() // before "serving": a SIGHUP from then on reloads
+	defer stopHangup()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.reloadOnHangup(watchCtx, hup)
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -180,9 +180,14 @@ func (r *Reloader) poll() {
 	// The goroutine is this reloader's: there is at most one, and it ends after one look.
 	go func() {
 		defer r.release()
-		r.check(now)
+		r.check(now, false)
 	}()
 }
+
+// Reload reads the files again now, changed or not (on an operator's SIGHUP), and reports
+// whether a new set is in force. A set that does not load, or whose certificate has expired,
+// leaves the one in force and is logged.
+func (r *Reloader) Reload() bool { return r.check(r.now(), true) }
 
 // claim reports whether a look is due at now and no look is running; when it is, the caller
 // owns the look and must call release after it. Two claims are at least interval apart.
@@ -204,14 +209,15 @@ func (r *Reloader) claim(now time.Time) bool {
 // release ends the look claim granted.
 func (r *Reloader) release() { r.busy.Store(false) }
 
-// check reloads the files when they changed since they were last loaded or tried. A set that
-// fails to load, or whose certificate has expired at now, leaves the set in force; the failure
-// is logged once, until the files change again. It reports whether a new set is in force.
-func (r *Reloader) check(now time.Time) bool {
+// check reloads the files when they changed since they were last loaded or tried, or when
+// force is set. A set that fails to load, or whose certificate has expired at now, leaves the
+// set in force; the failure is logged once, until the files change again (or force). It
+// reports whether a new set is in force.
+func (r *Reloader) check(now time.Time, force bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	stamps := r.stat() // before reading: a change after this is seen by the next look
-	if stamps == r.seen {
+	if stamps == r.seen && !force {
 		return false
 	}
 	r.seen = stamps

@@ -170,7 +170,7 @@ func TestReloaderCheck(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.change()
-		if got := r.check(s.now); got != s.wantApplied {
+		if got := r.check(s.now, false); got != s.wantApplied {
 			t.Errorf("%s: check = %v, want %v", s.name, got, s.wantApplied)
 		}
 		if got := r.current().cert.Leaf; !got.Equal(s.wantServing) {
@@ -241,7 +241,7 @@ func TestReloaderClientCA(t *testing.T) {
 	}
 	for _, st := range steps {
 		replaceFile(t, caFile, st.data)
-		r.check(t0)
+		r.check(t0, false)
 		if gotOld, gotNew := verifies(oldCA), verifies(newCA); gotOld != st.wantOld || gotNew != st.wantNew {
 			t.Errorf("%s: old CA %v, new CA %v; want %v, %v", st.name, gotOld, gotNew, st.wantOld, st.wantNew)
 		}
@@ -341,7 +341,7 @@ func TestReloaderSameStampNewFile(t *testing.T) {
 	}
 	write(keyFile, b.key)
 	write(certFile, b.cert)
-	if !r.check(t0) {
+	if !r.check(t0, false) {
 		t.Error("check after a rename with the same size and time: not applied")
 	}
 	if got := r.current().cert.Leaf.SerialNumber; got.Cmp(b.leaf.SerialNumber) != 0 {
@@ -381,5 +381,39 @@ func TestStartErrorsAndConfig(t *testing.T) {
 	hs, err := tc.GetConfigForClient(&tls.ClientHelloInfo{})
 	if err != nil || hs == nil || hs.ClientCAs == nil || hs.ClientAuth != tls.RequireAndVerifyClientCert || hs.MinVersion != tls.VersionTLS12 {
 		t.Errorf("handshake config = %+v, %v; want the client CA pool, verifying clients, TLS 1.2 at least", hs, err)
+	}
+}
+
+// Reload reads the files at once, without a handshake and whatever the interval: a new pair is
+// applied, the same bytes again change nothing, and a broken pair leaves the one in force.
+func TestReloaderReload(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.New(t, "ca")
+	a := issuePair(t, ca, "extauthz-a", x509.ExtKeyUsageServerAuth)
+	b := issuePair(t, ca, "extauthz-b", x509.ExtKeyUsageServerAuth)
+	certFile, keyFile := writeBytes(t, dir, "tls.crt", a.cert), writeBytes(t, dir, "tls.key", a.key)
+	t0 := a.leaf.NotBefore.Add(time.Minute)
+	r, err := New(Options{Files: Config{CertFile: certFile, KeyFile: keyFile}, Interval: time.Hour,
+		Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, keyFile, string(b.key))
+	writeAtomic(t, certFile, string(b.cert))
+	if !r.Reload() {
+		t.Fatal("Reload after a rotation: not applied")
+	}
+	if got := r.current().cert.Leaf.SerialNumber; got.Cmp(b.leaf.SerialNumber) != 0 {
+		t.Errorf("serving serial %v, want %v", got, b.leaf.SerialNumber)
+	}
+	if r.Reload() {
+		t.Error("Reload of the same files applied a new set")
+	}
+	writeAtomic(t, keyFile, string(a.key)) // a's key with b's certificate
+	if r.Reload() {
+		t.Error("Reload of a mismatched pair applied it")
+	}
+	if got := r.current().cert.Leaf.SerialNumber; got.Cmp(b.leaf.SerialNumber) != 0 {
+		t.Errorf("after a broken pair serving serial %v, want %v still", got, b.leaf.SerialNumber)
 	}
 }
