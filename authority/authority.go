@@ -129,6 +129,10 @@ type Rule struct {
 	MissingOrigin MissingOrigin
 	// Shadow rules are evaluated and reported (CheckShadow) but never block (Check skips them).
 	Shadow bool
+	// Literal rules compare every entry of Origins as an exact string, as Sentinel compares
+	// the entries of limitApp: an entry written like an IP address or CIDR range matches only
+	// an origin of the same text, and no entry is refused for its shape.
+	Literal bool
 }
 
 // RuleError is a rule that New cannot compile.
@@ -172,10 +176,10 @@ type compiled struct {
 // Every rule of a resource must let a request through. A name entry matches an origin equal to
 // it, byte for byte. An entry that LooksLikeIP is an address or CIDR range matching an origin
 // that parses as an IP address inside it; IPv4 and IPv6 are separate families, and an
-// IPv4-mapped IPv6 origin or entry counts as IPv4. The error is a *RuleError naming the rule and
-// the entry: an empty resource or origin entry, an unknown strategy or missing-origin value, or
-// an invalid IP or CIDR (see ValidateOrigin). New copies rules; later changes to them have no
-// effect on the List.
+// IPv4-mapped IPv6 origin or entry counts as IPv4; in a Literal rule every entry is a name. The
+// error is a *RuleError naming the rule and the entry: an empty resource or origin entry, an
+// unknown strategy or missing-origin value, or an invalid IP or CIDR (see ValidateOrigin). New
+// copies rules; later changes to them have no effect on the List.
 func New(rules []Rule) (*List, error) {
 	l := &List{rules: make([]Rule, len(rules))}
 	for i, r := range rules {
@@ -215,6 +219,16 @@ func compile(i int, r Rule) (compiled, error) {
 	}
 	var prefixes []netip.Prefix
 	for j, o := range r.Origins {
+		if r.Literal {
+			if o == "" {
+				return fail("origins", j, &OriginError{Reason: "empty origin entry (a missing origin is handled by missing_origin)"})
+			}
+			if c.names == nil {
+				c.names = make(map[string]struct{})
+			}
+			c.names[o] = struct{}{}
+			continue
+		}
 		if err := ValidateOrigin(o); err != nil {
 			return fail("origins", j, err)
 		}

@@ -488,3 +488,36 @@ func TestShadowRules(t *testing.T) {
 		t.Errorf("nil list: CheckShadow %d %v, Names %v; want nothing", r, b, nilList.Names("r"))
 	}
 }
+
+// TestLiteral: a Literal rule matches its entries as exact strings, IP-shaped ones included, and
+// accepts entries a native rule would refuse for their shape.
+func TestLiteral(t *testing.T) {
+	l, err := New([]Rule{
+		{Resource: "w", Strategy: White, Origins: []string{"10.0.0.0/8", " appB", "10.1.1.1"}, Literal: true},
+		{Resource: "b", Strategy: Black, Origins: []string{"10.0.0.0/8", "300.1.1.1"}, Literal: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		resource, origin string
+		want             bool
+	}{
+		{"w", "10.9.9.9", false},
+		{"w", "10.0.0.0/8", true},
+		{"w", "appB", false},
+		{"w", " appB", true},
+		{"w", "10.1.1.1", true},
+		{"w", "::ffff:10.1.1.1", false},
+		{"b", "10.9.9.9", true},
+		{"b", "10.0.0.0/8", false},
+		{"b", "300.1.1.1", false},
+	} {
+		if _, got := l.Check(tc.resource, tc.origin); got != tc.want {
+			t.Errorf("Check(%q, %q) = %v, want %v", tc.resource, tc.origin, got, tc.want)
+		}
+	}
+	if _, err := New([]Rule{{Resource: "w", Origins: []string{""}, Literal: true}}); err == nil {
+		t.Error("an empty entry of a literal rule: no error")
+	}
+}

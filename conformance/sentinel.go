@@ -110,9 +110,8 @@ func (s *Sentinel) build() {
 	}
 	dir := moduleDir()
 	// Offline first: a second run needs nothing but the local repository.
-	out, err := mvn(dir, "-o")
-	if err != nil {
-		if out, err = mvn(dir); err != nil {
+	if _, err := mvn(dir, "-o"); err != nil {
+		if out, err := mvn(dir); err != nil {
 			s.err = fmt.Errorf("mvn package in %s: %v\n%s", dir, err, out)
 			return
 		}

@@ -16,15 +16,13 @@ import (
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// The relations a case may declare between extauthz's decisions and Sentinel's, where they
+// The relations a case may declare (none: every decision identical) between extauthz's decisions and Sentinel's, where they
 // differ on purpose (README, "Coming from Sentinel"). Whatever the case declares, two
 // differences are recognised request by request: an empty origin on a white list (extauthz
 // refuses, Sentinel lets it through) and a throttled wait equal to maxQueueingTimeMs
 // (extauthz lets it through, Sentinel refuses; that value's later requests are not compared,
 // since the two schedules differ from then on).
 const (
-	// relIdentical: every decision the same.
-	relIdentical = ""
 	// relSuperset: all or nothing. Sentinel's checks of a request's values and rules run in
 	// turn, and those before a refusal keep what they took; extauthz's take nothing from a
 	// refused request. Every request Sentinel admits, extauthz admits; extauthz never admits
@@ -245,6 +243,9 @@ func checkEnvelope(tl *tally, c *Case, rules rulestore.Rules, got []Verdict) {
 			for j, vs := range r.Args {
 				if j < len(names) && names[j] == rule.Param {
 					for _, v := range vs {
+						if k, ok := rule.Match.(hotparam.Keyer); ok {
+							v = k.Key(v)
+						}
 						byValue[v] = append(byValue[v], hit{r.T, int64(max(r.Hits, 1))})
 					}
 				}

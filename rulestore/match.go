@@ -7,6 +7,8 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
+
+	"github.com/extauthz/extauthz/hotparam"
 )
 
 // Limits of a regex match, so that compiling and running one stays cheap: RE2 runs in time
@@ -107,13 +109,26 @@ type matchDoc struct {
 	Prefix   *string `json:"prefix"`
 	Regex    *string `json:"regex"`
 	Contains *string `json:"contains"`
+	Number   *string `json:"number"`
 }
 
-// nativeMatch decodes a native rule's match field.
-func nativeMatch(raw json.RawMessage, r *ruleErrs) *Match {
+// nativeMatch decodes a native rule's match field: a *Match, or a *Number for number.
+func nativeMatch(raw json.RawMessage, r *ruleErrs) hotparam.Matcher {
 	var d matchDoc
 	if !decodeStrict(raw, &d, "match.", r.add).ok() {
 		return nil
+	}
+	if d.Number != nil {
+		if d.Exact != nil || d.Prefix != nil || d.Regex != nil || d.Contains != nil {
+			r.add("match", "give exactly one of exact, prefix, regex, contains or number")
+			return nil
+		}
+		n, ok := NewNumber(*d.Number)
+		if !ok {
+			r.add("match.number", "unknown type %q (int, long, short, byte, double or float)", *d.Number)
+			return nil
+		}
+		return n
 	}
 	var kind MatchKind
 	var pattern string

@@ -241,6 +241,9 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	if given.has("match") {
 		if m := nativeMatch(d.Match, r); m != nil {
 			rule.Match = m
+			if n, ok := m.(*Number); ok {
+				rule.Items = n.keyItems(r, rule.Items)
+			}
 		}
 	}
 	fields := ruleFields{

@@ -308,6 +308,7 @@ type parser struct {
 	// and rules.ParamFlow, for the messages of the compile check.
 	authPos, paramPos []int
 	sawMeta           bool                // Sentinel dashboard metadata was set aside
+	sentinelAuth      map[string]int      // resources of the Sentinel authority rules kept: the rule's index
 	apis              map[string][]string // ApiDefinitions by name: their paths, for messages
 	sources           map[string]string   // params read from mapping sources, by param: the source
 	paramDoc          paramFlowDoc        // the param_flow rule being decoded

@@ -88,7 +88,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"sentinel_strategy.json", sentinelOpts, []wantErr{{"authority", 0, "GET:/hello", "strategy", "unknown strategy 2"}}},
 		{"sentinel_unknown_field.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramIndex", `unknown field (did you mean "paramIdx"?)`}}},
 		{"sentinel_count_fraction.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "count", "must be a whole number, got 2.5"}}},
-		{"sentinel_item_class.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramFlowItemList[0].object", `"abc" is not a valid int`}}},
+		{"sentinel_item_class.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramFlowItemList[0].object", `"abc" is not a value of classType int`}}},
 		{"sentinel_empty_limitapp.json", sentinelOpts, []wantErr{{"authority", 0, "GET:/hello", "limitApp", "at least one origin"}}},
 		{"sentinel_object_unknown_list.json", sentinelOpts, []wantErr{{"", -1, "", "flowRules", "unknown field"}}},
 	}
@@ -225,13 +225,15 @@ func TestParseValidFixtures(t *testing.T) {
 		{filepath.Join("testdata", "valid", "empty.yaml"), ParseOptions{}, Rules{}},
 		{sentinelFile, ParseOptions{ParamNames: []string{"item_id", "tenant", "user"}}, Rules{
 			Authority: []authority.Rule{
-				{Resource: "GET:/hello", Strategy: authority.White, Origins: []string{"appA", "appB", "appE"}},
-				{Resource: "GET:/admin", Strategy: authority.Black, Origins: []string{"appC", "10.0.0.0/8"}},
+				// Sentinel's limitApp entries, compared as written.
+				{Resource: "GET:/hello", Strategy: authority.White, Origins: []string{"appA", "appB", " appE"}, Literal: true},
+				{Resource: "GET:/admin", Strategy: authority.Black, Origins: []string{"appC ", "10.0.0.0/8"}, Literal: true},
 			},
 			ParamFlow: []hotparam.Rule{
 				{
 					Resource: "POST:/order", Param: "item_id", Grade: hotparam.QPS, Count: 5, Duration: 2 * time.Second,
 					Burst: 3, Behavior: hotparam.Reject, Items: map[string]int64{"4343433": 1000, "vip": 50},
+					Match: &Number{Kind: "int", Bits: 32},
 				},
 				{
 					Resource: "GET:/search", Param: "user", Grade: hotparam.QPS, Count: 10, Duration: time.Second,
@@ -239,14 +241,22 @@ func TestParseValidFixtures(t *testing.T) {
 				},
 				{Resource: "POST:/upload", Param: "tenant", Grade: hotparam.Concurrency, Count: 4, Duration: time.Second},
 			},
-			Warnings: []string{concurrency(sentinelFile, 2, "POST:/upload")},
+			Warnings: []string{
+				concurrency(sentinelFile, 2, "POST:/upload"),
+				sentinelFile + `: authority[3] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
+				sentinelFile + `: authority[4] (resource "GET:/admin"): limitApp entries "appC " have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
+				sentinelFile + `: authority[4] (resource "GET:/admin"): limitApp entries "10.0.0.0/8" are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])`,
+			},
 		}},
 		{objectFile, ParseOptions{ParamNames: []string{"a", "b", "item_id"}, ClusterEnabled: true}, Rules{
 			Authority: []authority.Rule{
-				{Resource: "GET:/hello", Strategy: authority.Black, Origins: []string{"appB", "appE"}},
+				{Resource: "GET:/hello", Strategy: authority.Black, Origins: []string{"appB", " appE"}, Literal: true},
 			},
 			ParamFlow: []hotparam.Rule{
 				{Resource: "POST:/order", Param: "item_id", Count: 7, Duration: time.Second, Cluster: true},
+			},
+			Warnings: []string{
+				objectFile + `: authority[0] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
 			},
 		}},
 	}
@@ -347,7 +357,7 @@ func TestParseBadShapes(t *testing.T) {
 		{"origin a mapping", "r.yaml", "authority: [{resource: r, strategy: white, origins: [{a: b}]}]", `r.yaml: authority[0] (resource "r"): origins: must be a string or a number, got a mapping`},
 		{"count too large", "r.yaml", "param_flow: [{resource: r, param: p, count: 99999999999999999999}]", `r.yaml: param_flow[0] (resource "r"): count: must be a whole number, got 100000000000000000000`},
 		{"item value empty", "r.yaml", `param_flow: [{resource: r, param: p, count: 1, items: [{value: "", count: 2}]}]`, `r.yaml: param_flow[0] (resource "r"): items[0].value: must not be empty`},
-		{"sentinel class unknown", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "paramFlowItemList": [{"object": "1", "classType": "Widget", "count": 2}]}]`, `r.json: param_flow[0] (resource "r"): paramFlowItemList[0].classType: unknown type "Widget" (a Java primitive or boxed type, or String)`},
+		{"sentinel int out of range", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "paramFlowItemList": [{"object": "3000000000", "classType": "int", "count": 2}]}]`, `r.json: param_flow[0] (resource "r"): paramFlowItemList[0].object: "3000000000" is not a value of classType int; Sentinel drops such an item, and the value would lose its exception`},
 		{"sentinel regex", "r.json", `[{"resource": "r.*", "paramIdx": 0, "count": 1, "regex": true}]`, `r.json: param_flow[0] (resource "r.*"): regex: resource patterns are not supported; name each resource`},
 		{"sentinel missing paramIdx", "r.json", `[{"resource": "r", "count": 1}]`, `r.json: param_flow[0] (resource "r"): paramIdx: required`},
 		{"sentinel clusterConfig misspelt", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "clusterConfig": {"flowID": 1}}]`, `r.json: param_flow[0] (resource "r"): clusterConfig.flowID: unknown field (did you mean "flowId"?)`},

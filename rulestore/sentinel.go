@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
@@ -205,8 +204,11 @@ func hasMember(ms []member, name string) bool {
 	return false
 }
 
-// sentinelAuthority decodes and checks one Sentinel authority rule. limitApp is a comma-separated
-// list of origins; spaces around each are trimmed and empty entries dropped.
+// sentinelAuthority decodes and checks one Sentinel authority rule. limitApp is read as
+// Sentinel reads it: split on "," and each entry compared as it is written (a Literal rule: no
+// trimming, no address matching); empty entries match nothing and are dropped. A limitApp that
+// is blank is refused (Sentinel skips such a rule). A second rule on a resource is ignored with
+// a warning, as Sentinel keeps the first (see literalNotes for the other warnings).
 func (p *parser) sentinelAuthority(i int, ms []member) {
 	if ms == nil {
 		return
@@ -214,7 +216,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	r := p.rule(sectionAuthority, i)
 	var d sentinelAuthorityDoc
 	given := decodeMembers(ms, &d, "", r.add)
-	rule := authority.Rule{Resource: d.Resource}
+	rule := authority.Rule{Resource: d.Resource, Literal: true}
 	requireResource(r, d.Resource)
 	if d.Regex {
 		r.add("regex", "resource patterns are not supported; name each resource")
@@ -230,17 +232,52 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	default:
 		r.add("strategy", "unknown strategy %d (0 = white, 1 = black)", d.Strategy)
 	}
-	var origins []scalar
+	if strings.TrimSpace(d.LimitApp) == "" && !fieldFailed(r, "limitApp") {
+		r.add("limitApp", "must list at least one origin (comma-separated); Sentinel skips a rule whose limitApp is blank")
+	}
 	for o := range strings.SplitSeq(d.LimitApp, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, scalar{text: o})
+		if o != "" {
+			rule.Origins = append(rule.Origins, o)
 		}
 	}
-	if len(origins) == 0 && !fieldFailed(r, "limitApp") {
-		r.add("limitApp", "must list at least one origin (comma-separated)")
+	if len(r.errs) == 0 {
+		if first, dup := p.sentinelAuth[d.Resource]; dup {
+			p.warn(sectionAuthority, i, d.Resource, fmt.Sprintf("a second authority rule on this resource is ignored, as Sentinel ignores it: %s[%d] is the one in force (join the lists into one rule if both were meant)", sectionAuthority, first))
+			r.done(&p.errs, d.Resource)
+			return
+		}
+		if p.sentinelAuth == nil {
+			p.sentinelAuth = make(map[string]int)
+		}
+		p.sentinelAuth[d.Resource] = i
+		p.literalNotes(i, d.Resource, d.LimitApp, rule.Origins)
 	}
-	rule.Origins = p.origins(r, "limitApp", origins)
 	p.addAuthority(r, rule)
+}
+
+// literalNotes warns about the entries of an imported limitApp that Sentinel's literal
+// comparison gives a meaning their writer probably did not intend: spaces around a name (the
+// caller must send them too), a CIDR range (it matches only an origin of that very text), and a
+// list that names no origin at all.
+func (p *parser) literalNotes(i int, resource, limitApp string, origins []string) {
+	var spaced, ranges []string
+	for _, o := range origins {
+		switch {
+		case strings.TrimSpace(o) != o:
+			spaced = append(spaced, strconv.Quote(o))
+		case strings.Contains(o, "/") && authority.LooksLikeIP(o):
+			ranges = append(ranges, strconv.Quote(o))
+		}
+	}
+	if len(origins) == 0 {
+		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp %q names no origin: as in Sentinel, the rule matches no caller", limitApp))
+	}
+	if len(spaced) > 0 {
+		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)", strings.Join(spaced, ", ")))
+	}
+	if len(ranges) > 0 {
+		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])", strings.Join(ranges, ", ")))
+	}
 }
 
 // sentinelParam decodes and checks one Sentinel param-flow rule.
@@ -295,32 +332,11 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	} else {
 		rule.MaxQueueingTime = time.Duration(d.MaxQueueingTimeMs) * time.Millisecond
 	}
-	rule.Items = p.items(r, "paramFlowItemList", d.ParamFlowItemList, func(raw json.RawMessage, prefix string) (string, int64, bool) {
-		var it sentinelItemDoc
-		g := decodeStrict(raw, &it, prefix, r.add)
-		if !g.ok() {
-			return "", 0, false
-		}
-		object, ok := p.text(r, prefix+"object", it.Object)
-		ok = ok && g.has("object") && g.has("count")
-		if !g.has("object") && !fieldFailed(r, prefix+"object") {
-			r.add(prefix+"object", "required")
-		}
-		if !g.has("count") && !fieldFailed(r, prefix+"count") {
-			r.add(prefix+"count", "required")
-		}
-		if ok {
-			if reason := checkClass(object, it.ClassType); reason != "" {
-				r.add(prefix+"object", "%s", reason)
-				ok = false
-			}
-		}
-		if given := g.has("classType"); given && !knownClass(it.ClassType) {
-			r.add(prefix+"classType", "unknown type %q (a Java primitive or boxed type, or String)", it.ClassType)
-			ok = false
-		}
-		return object, it.Count, ok
-	})
+	var num *Number
+	rule.Items, num = p.sentinelItems(r, d.Resource, d.ParamFlowItemList)
+	if num != nil {
+		rule.Match = num
+	}
 	var cc sentinelClusterDoc
 	var ccGiven fieldSet
 	if given.has("clusterConfig") {
@@ -380,55 +396,6 @@ func (p *parser) paramName(r *ruleErrs, idx int) string {
 		r.add("paramIdx", "index %d names an empty param", idx)
 	}
 	return names[i]
-}
-
-// knownClass reports whether c is a Java class name a paramFlowItemList entry may give.
-func knownClass(c string) bool {
-	return classKind(c) != ""
-}
-
-// classKind groups a Java class name: "int", "float", "bool", "char" or "string"; "" if unknown.
-func classKind(c string) string {
-	switch strings.TrimPrefix(c, "java.lang.") {
-	case "int", "Integer", "long", "Long", "short", "Short", "byte", "Byte":
-		return "int"
-	case "double", "Double", "float", "Float":
-		return "float"
-	case "boolean", "Boolean":
-		return "bool"
-	case "char", "Character":
-		return "char"
-	case "String", "":
-		return "string"
-	}
-	return ""
-}
-
-// checkClass says why object is not a value of classType, or "" when it is (or the class is
-// unknown, which is reported on its own).
-func checkClass(object, classType string) string {
-	if object == "" {
-		return "must not be empty"
-	}
-	var ok bool
-	switch classKind(classType) {
-	case "int":
-		_, err := strconv.ParseInt(object, 10, 64)
-		ok = err == nil
-	case "float":
-		_, err := strconv.ParseFloat(object, 64)
-		ok = err == nil
-	case "bool":
-		ok = object == "true" || object == "false"
-	case "char":
-		ok = utf8.RuneCountInString(object) == 1
-	default:
-		ok = true
-	}
-	if !ok {
-		return fmt.Sprintf("%q is not a valid %s", object, classType)
-	}
-	return ""
 }
 
 // sentinelGrade is the grade of a Sentinel rule: 1 (QPS, also when not given) or 0 (thread

@@ -138,8 +138,9 @@ func (p *parser) apiDefinition(i int, ms []member) {
 // as the dashboard writes it. maxQueueingTimeoutMs applies to throttle rules only (Sentinel
 // defaults it to 500 on every rule, so it is ignored on others). The paramItem's parseStrategy
 // (0 client IP, 1 host, 2 header, 3 URL param, 4 cookie) and fieldName name the param, which the
-// service's mapping config must provide; its pattern and matchStrategy (0 exact, 1 prefix, 2
-// regex, 3 contains) become the rule's match. Without a paramItem, the rule limits the whole
+// service's mapping config must provide; its pattern and matchStrategy (0 exact, 2 regex, 3
+// contains) become the rule's match. Sentinel does not implement matchStrategy 1 (prefix) nor
+// any higher value: it limits every value then, and so does the imported rule, with a warning. Without a paramItem, the rule limits the whole
 // route, through GatewayRouteParam.
 func (p *parser) gatewayRule(i int, ms []member) {
 	r := p.rule(sectionParamFlow, i)
@@ -248,14 +249,22 @@ func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessa
 	switch it.MatchStrategy {
 	case 0:
 		kind = MatchExact
-	case 1:
-		kind = MatchPrefix
 	case 2:
 		kind, pattern = MatchRegex, "^(?:"+it.Pattern+")$"
 	case 3:
 		kind = MatchContains
 	default:
-		r.add("paramItem.matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex, 3 = contains)", it.MatchStrategy)
+		if it.MatchStrategy < 0 {
+			r.add("paramItem.matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex, 3 = contains); Sentinel skips such a rule", it.MatchStrategy)
+			return
+		}
+		// Sentinel's GatewayParamParser has no case for prefix (nor for any other value): the
+		// pattern is not applied, and every value of the param is limited.
+		name := "prefix"
+		if it.MatchStrategy != 1 {
+			name = "unknown"
+		}
+		p.warn(sectionParamFlow, r.index, rule.Resource, fmt.Sprintf("paramItem.matchStrategy %d (%s) is not implemented by Sentinel, which then limits every value of the param whatever the pattern: so does this rule; to limit only the values starting with %q, write a native rule with match: {prefix: %q}", it.MatchStrategy, name, it.Pattern, it.Pattern))
 		return
 	}
 	m, err := NewMatch(kind, pattern)

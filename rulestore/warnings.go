@@ -18,7 +18,8 @@ import (
 //     (ratelimit.lease_key), on the acquire and on the release;
 //   - params no authz.params source produces (one warning for all): Check calls never carry
 //     them, only rate-limit descriptors with those keys;
-//   - white and black rules on one resource.
+//   - white and black rules on one resource, and two lists of one kind on one resource (native
+//     files; of Sentinel's, only the first rule of a resource is kept).
 func (p *parser) configWarnings() {
 	rules := &p.rules
 	if m := p.opts.Mapping; m != nil {
@@ -60,10 +61,26 @@ func (p *parser) configWarnings() {
 		}
 	}
 	strategies := map[string][2]bool{}
+	lists := map[string][2]int{}
 	for _, r := range rules.Authority {
 		s := strategies[r.Resource]
 		s[r.Strategy] = true
 		strategies[r.Resource] = s
+		if !r.Literal && r.Strategy <= authority.Black {
+			n := lists[r.Resource]
+			n[r.Strategy]++
+			lists[r.Resource] = n
+		}
+	}
+	var repeated []string
+	for res, n := range lists {
+		if n[authority.White] > 1 || n[authority.Black] > 1 {
+			repeated = append(repeated, res)
+		}
+	}
+	sort.Strings(repeated)
+	for _, res := range repeated {
+		p.warn(sectionAuthority, -1, res, "several lists of one kind on one resource: every rule applies (an origin must be on every white list and on no black list), so two white lists let through only the origins on both; Sentinel would keep only the first rule of the resource")
 	}
 	var both []string
 	for res, s := range strategies {
