@@ -252,7 +252,7 @@ func action(a *routev3.RateLimit_Action, req Request, client netip.Addr) (Entry,
 		if !client.IsValid() {
 			return Entry{}, false, nil
 		}
-		return Entry{Key: "remote_address", Value: client.Unmap().String()}, true, nil
+		return Entry{Key: "remote_address", Value: client.String()}, true, nil
 	case *routev3.RateLimit_Action_HeaderValueMatch_:
 		hv := s.HeaderValueMatch
 		matched, err := headersMatch(hv.GetHeaders(), req)

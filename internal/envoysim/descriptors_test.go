@@ -118,10 +118,10 @@ func TestDescriptorsActions(t *testing.T) {
 			want:    []Descriptor{{Entries: []Entry{{"remote_address", "10.1.2.3"}}}},
 		},
 		{
-			name:    "remote_address of an IPv4-mapped IPv6 peer is the IPv4 address",
+			name:    "remote_address of an IPv4-mapped IPv6 peer stays mapped",
 			actions: "      - remote_address: {}\n",
 			req:     Request{Remote: netip.MustParseAddrPort("[::ffff:192.0.2.7]:1")},
-			want:    []Descriptor{{Entries: []Entry{{"remote_address", "192.0.2.7"}}}},
+			want:    []Descriptor{{Entries: []Entry{{"remote_address", "::ffff:192.0.2.7"}}}},
 		},
 		{
 			name:    "no remote address, no descriptor",

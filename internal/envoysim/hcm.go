@@ -72,7 +72,7 @@ func (c *Config) Accept(req Request) (*Stream, error) {
 	if err := normalizePath(m, &r); err != nil {
 		return nil, err
 	}
-	s := &Stream{ID: c.streamID()}
+	s := &Stream{ID: streamID()}
 	if err := c.mutateHeaders(m, &r, s); err != nil {
 		return nil, err
 	}
@@ -304,7 +304,9 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 	if !r.Remote.IsValid() {
 		return errors.New("request without a peer address (Request.Remote)")
 	}
-	peer := r.Remote.Addr().Unmap()
+	// The peer as Envoy reports it: an IPv4-mapped IPv6 address (one a PROXY protocol header
+	// gives) stays one.
+	peer := r.Remote.Addr()
 	if peer.IsLoopback() && !m.GetSkipXffAppend() {
 		return errors.New("a loopback peer: Envoy appends its own address to x-forwarded-for, not modelled")
 	}
@@ -397,11 +399,11 @@ func lastAddressFromXFF(xff string, skip int) netip.Addr {
 			a = a.WithZone(strconv.Itoa(ifc.Index))
 		}
 	}
-	return a.Unmap()
+	return a
 }
 
 // streamID is a random uint64, as Envoy's stream ids are.
-func (c *Config) streamID() uint64 {
+func streamID() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err)
@@ -458,10 +460,13 @@ func sanitizeUTF8(s string) string {
 	return string(b)
 }
 
-// socketAddress is a as an Envoy core address.
+// socketAddress is a as an Envoy core address (nil when a is not valid).
 func socketAddress(a netip.AddrPort) *corev3.Address {
+	if !a.IsValid() {
+		return nil
+	}
 	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address:       a.Addr().Unmap().String(),
+		Address:       a.Addr().String(),
 		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(a.Port())},
 	}}}
 }

@@ -273,12 +273,19 @@ func TestAcceptRefusesWhatItDoesNotModel(t *testing.T) {
 	}
 }
 
-// Cases for CheckRequestUtils::createHttpCheck / setHttpRequest / setAttrContextPeer.
-func TestStreamCheckRequest(t *testing.T) {
-	c := shipped(t)
+// streamCheckCase is the request of TestStreamCheckRequest (TestRealCheckRequest sends it
+// through Envoy).
+func streamCheckCase() Request {
 	r := external("GET", "/items?item_id=9", "x-origin", "caf\xe9", "x-api-key", "k1", "x-api-key", "k2",
 		"cookie", "sid=secret", "x-forwarded-for", "203.0.113.5")
 	r.Protocol = "HTTP/2"
+	return r
+}
+
+// Cases for CheckRequestUtils::createHttpCheck / setHttpRequest / setAttrContextPeer.
+func TestStreamCheckRequest(t *testing.T) {
+	c := shipped(t)
+	r := streamCheckCase()
 	r.Principal = "spiffe://example/web"
 	s, err := c.Accept(r)
 	if err != nil {
@@ -331,13 +338,18 @@ func TestStreamCheckRequest(t *testing.T) {
 	}
 }
 
+// vhContext is the virtual host's ext_authz settings of TestCheckRequestPerRoute.
+func vhContext() *extauthzv3.ExtAuthzPerRoute {
+	return &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_CheckSettings{
+		CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: map[string]string{"tenant": "acme", "resource": "vh"}}}}
+}
+
 // FilterConfigPerRoute: context_extensions of the virtual host overlaid with the route's;
 // disabled means no Check.
 func TestCheckRequestPerRoute(t *testing.T) {
 	c := shipped(t)
 	vh := c.Managers[0].GetRouteConfig().GetVirtualHosts()[0]
-	per, err := anypb.New(&extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_CheckSettings{
-		CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: map[string]string{"tenant": "acme", "resource": "vh"}}}})
+	per, err := anypb.New(vhContext())
 	if err != nil {
 		t.Fatal(err)
 	}

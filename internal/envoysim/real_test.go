@@ -358,19 +358,25 @@ func (e *real) exchange(r Request) seen {
 	return e.sendH1(r)
 }
 
-func proxyHeader(r Request) string {
-	local := r.Local
-	if !local.IsValid() {
-		local = localAddr
+// withLocal is r with the Local address its PROXY header names: localAddr when r has none, as
+// an IPv4-mapped address for an IPv6 peer (both ends are of one family).
+func withLocal(r Request) Request {
+	if !r.Local.IsValid() {
+		r.Local = localAddr
 	}
+	if r.Remote.Addr().Is6() && r.Local.Addr().Is4() {
+		r.Local = netip.AddrPortFrom(netip.AddrFrom16(r.Local.Addr().As16()), r.Local.Port())
+	}
+	return r
+}
+
+func proxyHeader(r Request) string {
+	r = withLocal(r)
 	fam := "TCP4"
 	if r.Remote.Addr().Is6() {
 		fam = "TCP6"
-		if local.Addr().Is4() {
-			local = netip.AddrPortFrom(netip.AddrFrom16(local.Addr().As16()), local.Port())
-		}
 	}
-	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, r.Remote.Addr(), local.Addr(), r.Remote.Port(), local.Port())
+	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, r.Remote.Addr(), r.Local.Addr(), r.Remote.Port(), r.Local.Port())
 }
 
 func (e *real) dial() net.Conn {

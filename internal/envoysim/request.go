@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,9 +107,11 @@ func ContextExtensions(route *routev3.Route) (map[string]string, error) {
 	return per.GetCheckSettings().GetContextExtensions(), nil
 }
 
-// CheckRequest builds the ext_authz CheckRequest Envoy sends for req on route (route may be
-// nil): lower-case headers with the pseudo-headers, repeated headers joined by commas, the path
-// with its query, the source address and principal, and the route's context_extensions.
+// CheckRequest builds the ext_authz CheckRequest an ext_authz filter without allowed_headers
+// sends for req as the filters see it (after Config.Accept; route may be nil), as Envoy 1.40
+// sends it: a random stream id, lower-case headers with the pseudo-headers, repeated headers
+// joined by commas, the path with its query, the source address and principal, the
+// destination (req.Local), the route's context_extensions and empty metadata contexts.
 func CheckRequest(route *routev3.Route, req Request, now time.Time) (*authv3.CheckRequest, error) {
 	var ext map[string]string
 	if route != nil {
@@ -135,27 +138,39 @@ func CheckRequest(route *routev3.Route, req Request, now time.Time) (*authv3.Che
 	for _, k := range names {
 		headers[strings.ToLower(k)] = strings.Join(req.Headers[k], ",")
 	}
-	var source *corev3.Address
-	if req.Remote.IsValid() {
-		source = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-			Address:       req.Remote.Addr().Unmap().String(),
-			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(req.Remote.Port())},
-		}}}
-	}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source: &authv3.AttributeContext_Peer{Address: source, Principal: req.Principal},
+		Source:      &authv3.AttributeContext_Peer{Address: socketAddress(req.Remote), Principal: req.Principal},
+		Destination: destination(req),
 		Request: &authv3.AttributeContext_Request{
 			Time: timestamppb.New(now),
 			Http: &authv3.AttributeContext_HttpRequest{
-				Id:       headers["x-request-id"],
+				Id:       strconv.FormatUint(streamID(), 10),
 				Method:   req.Method,
 				Headers:  headers,
 				Path:     req.Path,
 				Host:     req.Host,
 				Scheme:   scheme,
-				Protocol: "HTTP/1.1",
+				Protocol: protocol(req),
 			},
 		},
-		ContextExtensions: ext,
+		ContextExtensions:    ext,
+		MetadataContext:      &corev3.Metadata{},
+		RouteMetadataContext: &corev3.Metadata{},
 	}}, nil
+}
+
+// destination is the CheckRequest's destination: Envoy's end of the connection, when known.
+func destination(req Request) *authv3.AttributeContext_Peer {
+	if !req.Local.IsValid() {
+		return nil
+	}
+	return &authv3.AttributeContext_Peer{Address: socketAddress(req.Local)}
+}
+
+// protocol is the downstream protocol, HTTP/1.1 when unset.
+func protocol(req Request) string {
+	if req.Protocol == "" {
+		return "HTTP/1.1"
+	}
+	return req.Protocol
 }

@@ -176,11 +176,15 @@ func (c *Config) CheckRequest(s *Stream, now time.Time) (*authv3.CheckRequest, e
 	}
 	// CheckRequestUtils::setAttrContextPeer: the connection's remote address, never the
 	// x-forwarded-for client; the principal from the peer certificate.
+	// The destination is Envoy's end of the connection; the metadata contexts are sent empty.
 	source := &authv3.AttributeContext_Peer{Address: socketAddress(r.Remote), Principal: r.Principal}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source:            source,
-		Request:           &authv3.AttributeContext_Request{Time: timestamppb.New(now), Http: http},
-		ContextExtensions: ext,
+		Source:               source,
+		Destination:          destination(r),
+		Request:              &authv3.AttributeContext_Request{Time: timestamppb.New(now), Http: http},
+		ContextExtensions:    ext,
+		MetadataContext:      &corev3.Metadata{},
+		RouteMetadataContext: &corev3.Metadata{},
 	}}, nil
 }
 
