@@ -1,5 +1,7 @@
 package hotparam
 
+import "time"
+
 // op is one value's check of one rule within a Check call: its plan, fixed when the call is
 // collected; what the call has done to the value, kept from pass to pass; and the scratch of
 // the pass running it.
@@ -93,11 +95,8 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
-					if rs.rule.Match != nil {
-						if !rs.rule.Match.Match(v) {
-							continue
-						}
-						v = keyOf(rs.rule.Match, v)
+					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
+						continue
 					}
 					if len(ops) == cap(ops) {
 						ops, pooled = grow(ops, pooled)
@@ -175,7 +174,15 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			continue
 		}
 		o.applied, o.blocked, o.wait, o.retry = false, false, 0, 0
-		s := &o.sh.at(o.slot).st
+		sl := o.sh.at(o.slot)
+		if sl.overflow { // refused for a full ledger (OverflowRefuse): nothing to take or give back
+			if !o.release {
+				o.blocked, o.retry = true, overflowRetry
+				blocked = blocked || !o.rs.rule.Shadow
+			}
+			continue
+		}
+		s := &sl.st
 		ok := true
 		switch o.rs.kind {
 		case kindReject:
@@ -322,9 +329,14 @@ func (s *counters) count(w uint32, passed, blocked bool) {
 	}
 }
 
+// overflowRetry is the Retry-After of a value refused for a full ledger: the time for some
+// of its states to end is not known.
+const overflowRetry = int64(time.Second)
+
 // status is o's limit as it stands, for rate-limit headers.
 func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
-	s := &o.sh.at(o.slot).st
+	sl := o.sh.at(o.slot)
+	s := &sl.st
 	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.rule.Duration}
 	switch o.rs.kind {
 	case kindReject:
@@ -338,6 +350,9 @@ func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 	case kindConcurrency:
 		c.Duration = 0
 		c.Remaining = max(o.lim.count-s.inFlight(), 0)
+	}
+	if sl.overflow {
+		c.Remaining = 0
 	}
 	if o.blocked {
 		c.RetryAfter = durationOf(o.retry)

@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"strconv"
@@ -27,9 +28,13 @@ type Rule struct {
 	Items           map[string]int64 // per-value exceptions to Count
 	Lease           time.Duration    // Concurrency: an acquire never released is freed after this
 	Capacity        int              // most distinct values tracked at once
-	Refund          bool             // QPS: Release entries give back what their lease took
-	Cluster         bool             // state kept in the shared store (Remote)
-	Shadow          bool             // evaluated and reported, never blocks
+	// StateBudget bounds, in bytes, the states kept of the values evicted while not back to
+	// their default (16 bytes each, see flood.go); 0 means Options.RuleStateBudget.
+	StateBudget int64
+	Overflow    Overflow // what to do once StateBudget is full; OverflowDefault takes Options'
+	Refund      bool     // QPS: Release entries give back what their lease took
+	Cluster     bool     // state kept in the shared store (Remote)
+	Shadow      bool     // evaluated and reported, never blocks
 	// Match, when not nil, limits only the values it matches; the others pass this rule
 	// untouched (no state is kept for them).
 	Match Matcher
@@ -70,10 +75,13 @@ type ruleState struct {
 	lease   int64 // ns
 	maxQ    int64 // ns
 	window  int64 // ns, of the Top counters
-	store   *store
-	id      string // RemoteOp.RuleID
-	ident   identity
-	nth     int // how many earlier rules of the set share ident
+	// stateBudget (bytes) and overflow are the rule's, or the Options' defaults.
+	stateBudget int64
+	overflow    Overflow
+	store       *store
+	id          string // RemoteOp.RuleID
+	ident       identity
+	nth         int // how many earlier rules of the set share ident
 }
 
 // limitOf returns the threshold for value v; fallback selects a cluster rule's local fallback.
@@ -147,6 +155,14 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 		rs.lease = int64(DefaultLease)
 	}
 	rs.maxQ = int64(r.MaxQueueingTime)
+	if r.StateBudget < 0 || opts.RuleStateBudget < 0 || opts.StateBudget < 0 {
+		return nil, wrap(fmt.Errorf("negative state budget"))
+	}
+	rs.stateBudget = cmp.Or(r.StateBudget, opts.RuleStateBudget, DefaultRuleStateBudget)
+	rs.overflow = cmp.Or(r.Overflow, opts.Overflow, OverflowForget)
+	if rs.overflow > OverflowRefuse {
+		return nil, wrap(fmt.Errorf("unknown overflow %d", rs.overflow))
+	}
 	rs.window = int64(time.Second)
 	switch {
 	case opts.TopWindow > 0:
@@ -196,13 +212,14 @@ func (rs *ruleState) capacity() int {
 func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	l := &Limiter{rules: rules, opts: opts, byResource: resourceIndex(rules, old)}
 	if old != nil && old.seq != nil {
-		l.seq = old.seq
+		l.seq, l.budget = old.seq, old.budget
 	} else {
-		l.seq = new(atomic.Uint64)
+		l.seq, l.budget = new(atomic.Uint64), new(budget)
 	}
 	nth, from := match(rules, l.byResource, old)
 	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1) &&
-		old.opts.TopWindow == opts.TopWindow
+		old.opts.TopWindow == opts.TopWindow && old.opts.RuleStateBudget == opts.RuleStateBudget &&
+		old.opts.Overflow == opts.Overflow
 	l.compiled = make([]*ruleState, len(rules))
 	fresh := make([]bool, len(rules)) // compiled now, not shared
 	for i := range rules {
@@ -226,6 +243,12 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	if err := checkRemote(l.compiled, opts.Remote); err != nil {
 		return nil, err
 	}
+	l.budget.limit.Store(cmp.Or(opts.StateBudget, DefaultStateBudget))
+	if opts.OnOverflow != nil {
+		l.budget.report.Store(&opts.OnOverflow)
+	} else {
+		l.budget.report.Store(nil)
+	}
 	// Stores are resized only once the whole set compiled, so a failed reload changes nothing.
 	// A rule shared with old (or moved, a copy of it) carries its store already: it is read by
 	// the calls of old meanwhile, and only a rule compiled now, which nothing else reads yet, is
@@ -238,7 +261,7 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 			rs.store = prev.store
 			rs.store.setCapacity(rs.capacity())
 		default:
-			rs.store = newStore(l.seq.Add(1), rs.capacity())
+			rs.store = newStore(l.seq.Add(1), rs.capacity(), l.budget)
 		}
 		rs.store.owner.Store(rs)
 	}
@@ -342,6 +365,7 @@ func sameRule(a, b *Rule) bool {
 		a.Duration == b.Duration && a.Burst == b.Burst && a.Behavior == b.Behavior &&
 		a.MaxQueueingTime == b.MaxQueueingTime && a.Lease == b.Lease && a.Capacity == b.Capacity &&
 		a.Refund == b.Refund && a.Cluster == b.Cluster && a.Shadow == b.Shadow &&
+		a.StateBudget == b.StateBudget && a.Overflow == b.Overflow &&
 		a.Match == nil && b.Match == nil && maps.Equal(a.Items, b.Items)
 }
 

@@ -50,6 +50,7 @@ var (
 	behaviorNames = [...]string{Reject: "reject", Throttle: "throttle"}
 	reasonNames   = [...]string{ReasonNone: "none", ReasonQPS: "qps", ReasonThrottle: "throttle", ReasonConcurrency: "concurrency"}
 	fallbackNames = [...]string{FallbackLocal: "local", FallbackAllow: "allow", FallbackDeny: "deny"}
+	overflowNames = [...]string{OverflowDefault: "", OverflowForget: "forget", OverflowRefuse: "refuse"}
 )
 
 func nameOf(names []string, what string, v uint8) string {
@@ -114,5 +115,20 @@ func (r *Reason) UnmarshalText(text []byte) error {
 func (f *Fallback) UnmarshalText(text []byte) error {
 	v, err := unmarshalName(fallbackNames[:], "fallback", text)
 	*f = Fallback(v)
+	return err
+}
+
+func (o Overflow) String() string { return nameOf(overflowNames[:], "Overflow", uint8(o)) }
+
+func (o Overflow) MarshalText() ([]byte, error) {
+	return marshalName(overflowNames[:], "overflow", uint8(o))
+}
+
+func (o *Overflow) UnmarshalText(text []byte) error {
+	v, err := unmarshalName(overflowNames[1:], "overflow", text)
+	if err == nil && len(text) > 0 {
+		v++
+	}
+	*o = Overflow(v)
 	return err
 }

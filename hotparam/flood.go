@@ -2,6 +2,7 @@ package hotparam
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,82 +11,319 @@ import (
 // A store holds at most Capacity values; a flood of new values makes it evict. Forgetting a
 // value whose state is back to the default (a full bucket, a throttle with no slot ahead,
 // nothing in flight) loses nothing: it would be created in that same state. Forgetting one
-// that is depleted would hand it a full allowance when it comes back, so eviction folds such a
-// value's state into the shard's depleted sketch, and a value is created from the sketch:
+// that is not would hand it a new allowance when it comes back, so eviction parks such a
+// value's state in the shard's ledger, exactly, and a value is created from its entry there:
 //
 //   - reject: the instant the bucket is full again; a value created before it gets the tokens
-//     it would have refilled by now from empty at (that instant - time to fill);
+//     it would have refilled by now from empty at (that instant - time to fill), which is its
+//     state at eviction, less what under a nanosecond of refill earns;
 //   - throttle: the instant of its next free slot, rounded up to the nanosecond;
-//   - concurrency: its hits in flight and the expiry of its latest lease; a value created
-//     before that expiry starts with that many in flight under one lease that expires then.
+//   - concurrency: its hits in flight and the expiry of its latest lease (in whole seconds,
+//     rounded up); a value created before that expiry starts with that many in flight under
+//     one lease that expires then.
 //
-// The sketch is count-min style: two rows of cells indexed by two hashes of the value; a value
-// folds into both cells by keeping the larger (later, more in flight) and is read back as the
-// smaller of its two cells. A cell only ever over-states the state of any value folded into
-// it, so a value is never created with more than it had when it was evicted; a value that
-// never was tracked may be created with less (it shares both cells with depleted values),
-// which is the only cost of a flood for values it did not touch. The cells are allocated on
-// the first fold of a shard: 2 rows of sketchWidth(share) cells of 8 bytes, 8 to 16 bytes per
-// value of the shard's share of Capacity.
+// An entry is 16 bytes: the value's 64-bit hash (seeded per store at random) and that state.
+// It expires when the state is back to the default (Sweep drops it, and a full ledger takes
+// its place first), and is taken out when the value comes back. Two values of one hash share
+// an entry holding the later state: a value can then start with less than it has, never with
+// more. The chance that a new value finds an entry of another is the ledger's entries over
+// 2^64: under 1e-12 for the 6 million entries of the default budget.
+//
+// The ledger of a shard grows by doubling (at 3/4 full) within the rule's budget, its share of
+// Rule.StateBudget, and within what Options.StateBudget leaves over all rules, then fills to
+// 7/8. Past that the rule's Overflow applies: OverflowForget forgets the entry of the 16 next
+// to the new one's place that ends soonest (for a flood, the oldest), so that an evicted value
+// may get back more than its allowance; OverflowRefuse refuses a new value the store has no
+// room for (one whose eviction candidates all have states to park), so that the limits hold
+// and new values wait for entries to expire. Either is counted (RuleStats.Overflows) and
+// reported (Options.OnOverflow).
 
-// sketch is one shard's depleted sketch.
-type sketch struct {
-	cells []uint64 // two rows of mask+1 cells
-	mask  uint64
+// Overflow is what a rule does once the ledger of its evicted values' states is full.
+type Overflow uint8
+
+const (
+	// OverflowDefault takes Options.Overflow, or OverflowForget.
+	OverflowDefault Overflow = iota
+	// OverflowForget forgets the state that ends soonest near the new one's place: no value is
+	// refused for lack of room; a value whose state was forgotten gets a full allowance back.
+	OverflowForget
+	// OverflowRefuse refuses a new value that would need room in the full ledger: no limit is
+	// exceeded; new values are refused until states expire.
+	OverflowRefuse
+)
+
+// Defaults of the budgets of the evicted values' states.
+const (
+	// DefaultRuleStateBudget holds the states of a flood of 10,000 new values a second for 10
+	// minutes on a rule of 3 an hour (6 million values, none back to full within the flood).
+	DefaultRuleStateBudget int64 = 128 << 20
+	// DefaultStateBudget is the default for all rules together.
+	DefaultStateBudget int64 = 256 << 20
+)
+
+// OverflowEvent reports that a rule's ledger was full (see Options.OnOverflow).
+type OverflowEvent struct {
+	Rule     int
+	Resource string
+	Param    string
+	Overflow Overflow // OverflowForget or OverflowRefuse: what the rule did
+	Total    uint64   // overflows of the rule so far
+	Bytes    int64    // the rule's ledger, in bytes
 }
 
-// sketchWidth is the cells per row for a shard holding share values: share/2 rounded up to a
-// power of two, at least 16.
-func sketchWidth(share int) int {
-	w := 16
-	for w < share/2 {
-		w *= 2
+// budget is the bytes of the ledgers of every store of a Limiter and of those reloaded from it.
+type budget struct {
+	limit  atomic.Int64
+	used   atomic.Int64
+	report atomic.Pointer[func(OverflowEvent)] // Options.OnOverflow; nil for none
+}
+
+const (
+	entryBytes   = 16
+	minLedger    = 64 // entries of a ledger's first table
+	roomWindow   = 16 // entries looked at for one to give up when the ledger is full
+	refuseTries  = 8  // eviction candidates with states a full ledger cannot take, before refusing
+	reportPeriod = int64(time.Second)
+)
+
+type ledgerEntry struct{ h, v uint64 } // h 0: free
+
+// ledger is a shard's parked states: an open-addressing table with linear probing, its
+// positions the high 32 bits of the hash scaled to its length (any length).
+type ledger struct {
+	tab  []ledgerEntry
+	n    int
+	puts int // entries added since the table was last rebuilt
+}
+
+func ledgerKey(h uint64) uint64 { return max(h, 1) }
+
+func (x *ledger) home(k uint64) int { return int((k >> 32) * uint64(len(x.tab)) >> 32) }
+
+func (x *ledger) next(i int) int {
+	if i++; i == len(x.tab) {
+		return 0
 	}
-	return w
+	return i
 }
 
-// cellsOf are the two cells of a value of hash h. The low bits of h chose the value's shard,
-// the same for every value of a shard: the rows are indexed by other bits.
-func (k *sketch) cellsOf(h uint64) (int, int) {
-	w := k.mask + 1
-	h2 := (h ^ h>>29) * 0x9e3779b97f4a7c15
-	return int((h >> 16) & k.mask), int(w + (h2>>32)&k.mask)
-}
-
-// fold merges v into the cells of h, keeping each cell's larger value; conc selects the packed
-// concurrency layout (see packConc), merged field by field.
-func (sh *shard) fold(h, v uint64, conc bool) {
-	k := sh.depleted
-	if k == nil {
-		w := sketchWidth(sh.share)
-		k = &sketch{cells: make([]uint64, 2*w), mask: uint64(w - 1)}
-		sh.depleted = k
+func (x *ledger) find(k uint64) int {
+	if x.n == 0 {
+		return -1
 	}
-	i, j := k.cellsOf(h)
-	for _, c := range [2]int{i, j} {
-		if conc {
-			k.cells[c] = mergeConc(k.cells[c], v)
-		} else {
-			k.cells[c] = max(k.cells[c], v)
+	for i := x.home(k); ; i = x.next(i) {
+		switch x.tab[i].h {
+		case k:
+			return i
+		case 0:
+			return -1
 		}
 	}
 }
 
-// unfold reads back the state folded for h: the smaller of its two cells (field by field for
-// the concurrency layout); 0 when nothing was folded.
-func (sh *shard) unfold(h uint64, conc bool) uint64 {
-	k := sh.depleted
-	if k == nil {
+// insert adds e, whose hash is absent; the table has a free entry.
+func (x *ledger) insert(e ledgerEntry) {
+	i := x.home(e.h)
+	for x.tab[i].h != 0 {
+		i = x.next(i)
+	}
+	x.tab[i] = e
+	x.n++
+	x.puts++
+}
+
+// delete removes the entry at i, moving back the entries after it that would otherwise be cut
+// off from their home.
+func (x *ledger) delete(i int) {
+	x.n--
+	for j := x.next(i); x.tab[j].h != 0; j = x.next(j) {
+		h := x.home(x.tab[j].h)
+		if (i <= j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
+			continue // home within (i, j]: it stays
+		}
+		x.tab[i] = x.tab[j]
+		i = j
+	}
+	x.tab[i] = ledgerEntry{}
+}
+
+// take removes and returns the state parked for hash h, 0 when none.
+func (x *ledger) take(h uint64) uint64 {
+	i := x.find(ledgerKey(h))
+	if i < 0 {
 		return 0
 	}
-	i, j := k.cellsOf(h)
-	a, b := k.cells[i], k.cells[j]
+	v := x.tab[i].v
+	x.delete(i)
+	return v
+}
+
+// ended reports whether the parked state v is back to the default at now.
+func ended(v uint64, now int64, conc bool) bool {
 	if conc {
-		ea, na := unpackConc(a)
-		eb, nb := unpackConc(b)
-		return packConc(min(ea, eb), min(na, nb))
+		exp, _ := unpackConc(v)
+		return int64(exp) <= now/int64(time.Second)
 	}
-	return min(a, b)
+	return v <= uint64(max(now, 0))
+}
+
+// endOf is the instant the parked state v ends, comparable between states of one rule.
+func endOf(v uint64, conc bool) uint64 {
+	if conc {
+		exp, _ := unpackConc(v)
+		return exp
+	}
+	return v
+}
+
+// resize rebuilds the ledger with size entries (none: nil), leaving out the states ended at
+// now, and accounts for its bytes. Requires the shard locked; size holds the live entries.
+func (sh *shard) resize(size int, now int64, conc bool) {
+	x := &sh.ledger
+	old := x.tab
+	if size > 0 {
+		x.tab = make([]ledgerEntry, size)
+	} else {
+		x.tab = nil
+	}
+	x.n, x.puts = 0, 0
+	for _, e := range old {
+		if e.h != 0 && !ended(e.v, now, conc) {
+			x.insert(e)
+		}
+	}
+	x.puts = 0
+	delta := int64(len(x.tab)-len(old)) * entryBytes
+	sh.st.budget.used.Add(delta)
+	sh.st.ledgerBytes.Add(delta)
+}
+
+// grow makes room for one more entry by dropping the ended ones or enlarging the table within
+// the budgets, and reports whether it did. Requires the shard locked.
+func (sh *shard) grow(rs *ruleState, conc bool) bool {
+	x := &sh.ledger
+	now := sh.clock
+	if len(x.tab) > 0 && x.puts >= len(x.tab)/8 {
+		live := 0
+		for _, e := range x.tab {
+			if e.h != 0 && !ended(e.v, now, conc) {
+				live++
+			}
+		}
+		if (live+1)*4 <= len(x.tab)*3 {
+			sh.resize(len(x.tab), now, conc) // the same size, without the ended ones
+			return true
+		}
+	}
+	size := max(2*len(x.tab), minLedger)
+	size = min(size, int(rs.shardBudget(sh.st)/entryBytes))
+	b := sh.st.budget
+	if left := (b.limit.Load() - b.used.Load()) / entryBytes; int64(size-len(x.tab)) > left {
+		size = len(x.tab) + int(max(left, 0))
+	}
+	if size <= len(x.tab) || (x.n+1)*8 > size*7 {
+		return false
+	}
+	sh.resize(size, now, conc)
+	return true
+}
+
+// park keeps the state v of an evicted value of hash h, or reports false when the ledger is
+// full and the rule refuses rather than forgets (nothing is changed then). Requires the
+// shard locked.
+func (sh *shard) park(rs *ruleState, h, v uint64) bool {
+	x := &sh.ledger
+	k := ledgerKey(h)
+	conc := rs.kind == kindConcurrency
+	if i := x.find(k); i >= 0 { // a value of the same hash: keep the later state
+		if conc {
+			x.tab[i].v = mergeConc(x.tab[i].v, v)
+		} else {
+			x.tab[i].v = max(x.tab[i].v, v)
+		}
+		return true
+	}
+	if (x.n+1)*4 > len(x.tab)*3 && !sh.grow(rs, conc) && (x.n+1)*8 > len(x.tab)*7 {
+		switch {
+		case x.n > 0:
+			if !sh.giveUp(rs, k, conc) {
+				return false
+			}
+		case rs.overflow == OverflowRefuse: // no room at all (a budget of 0)
+			return false
+		default:
+			sh.overflowed(rs, OverflowForget) // the new state is the one forgotten
+			return true
+		}
+	}
+	x.insert(ledgerEntry{k, v})
+	return true
+}
+
+// giveUp frees an entry of the full ledger for a state of hash k: among the roomWindow entries
+// from k's place, one that ended, else (OverflowForget) the one that ends soonest. It reports
+// false when the rule refuses instead. Requires the shard locked.
+func (sh *shard) giveUp(rs *ruleState, k uint64, conc bool) bool {
+	x := &sh.ledger
+	best, seen := -1, 0
+	for i := x.home(k); seen < min(roomWindow, x.n); i = x.next(i) {
+		if x.tab[i].h == 0 {
+			continue
+		}
+		seen++
+		if best < 0 || endOf(x.tab[i].v, conc) < endOf(x.tab[best].v, conc) {
+			best = i
+		}
+	}
+	if !ended(x.tab[best].v, sh.clock, conc) {
+		if rs.overflow == OverflowRefuse {
+			return false
+		}
+		sh.overflowed(rs, OverflowForget)
+	}
+	x.delete(best)
+	return true
+}
+
+// overflowed counts an overflow of the shard's rule and reports it, at most once a second
+// per store by the shard's clock. Requires the shard locked.
+func (sh *shard) overflowed(rs *ruleState, how Overflow) {
+	sh.overflows++
+	st := sh.st
+	total := st.overflows.Add(1)
+	last := st.reported.Load()
+	report := st.budget.report.Load()
+	if report == nil || (last != 0 && sh.clock-last < reportPeriod) || !st.reported.CompareAndSwap(last, max(sh.clock, 1)) {
+		return
+	}
+	(*report)(OverflowEvent{Rule: rs.index, Resource: rs.rule.Resource, Param: rs.rule.Param,
+		Overflow: how, Total: total, Bytes: st.ledgerBytes.Load()})
+}
+
+// shardBudget is the rule's budget for one shard of st, in bytes.
+func (rs *ruleState) shardBudget(st *store) int64 { return rs.stateBudget / int64(st.mask+1) }
+
+// sweepLedger drops the ended states and shrinks a ledger left mostly empty. Requires the
+// shard locked.
+func (sh *shard) sweepLedger(now int64, conc bool) {
+	x := &sh.ledger
+	if len(x.tab) == 0 {
+		return
+	}
+	live := 0
+	for _, e := range x.tab {
+		if e.h != 0 && !ended(e.v, now, conc) {
+			live++
+		}
+	}
+	switch size := max(minLedger, 2*live); {
+	case live == 0:
+		sh.resize(0, now, conc)
+	case size <= len(x.tab)/2:
+		sh.resize(size, now, conc)
+	case live < x.n:
+		sh.resize(len(x.tab), now, conc)
+	}
 }
 
 // The concurrency layout packs a lease expiry in whole seconds (rounded up, 40 bits, Unix
@@ -104,21 +342,17 @@ func mergeConc(a, b uint64) uint64 {
 	return packConc(max(ea, eb), max(na, nb))
 }
 
-// depletion is what evicting the value of slot i would lose, for the sketch: 0 when its state
-// is the default by the shard's clock, else the cell value to fold. Requires the shard locked.
+// depletion is what evicting the value of slot i would lose: 0 when its state is the default
+// by the shard's clock, else the state to park. Requires the shard locked.
 func (rs *ruleState) depletion(sh *shard, i int32) uint64 {
 	v := rs.backAt(sh, i)
-	if rs.kind == kindConcurrency {
-		if exp, _ := unpackConc(v); int64(exp) <= sh.clock/int64(time.Second) {
-			return 0
-		}
-	} else if v <= uint64(max(sh.clock, 0)) {
+	if v == 0 || ended(v, sh.clock, rs.kind == kindConcurrency) {
 		return 0
 	}
 	return v
 }
 
-// backAt is the instant the state of slot i is back to the default, as a cell value (the
+// backAt is the instant the state of slot i is back to the default, as a parked state (the
 // packed layout for concurrency), 0 when it is the default already. Requires the shard
 // locked.
 func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
@@ -152,10 +386,9 @@ func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
 	return 0
 }
 
-// restore gives the value of slot i, just created at now with hash h, what the sketch holds
-// for it. Requires the shard locked.
-func (rs *ruleState) restore(sh *shard, i int32, h uint64, lim *limit, now int64) {
-	v := sh.unfold(h, rs.kind == kindConcurrency)
+// restore gives the value of slot i, just created at now, the state v parked for it (0 for
+// none). Requires the shard locked.
+func (rs *ruleState) restore(sh *shard, i int32, v uint64, lim *limit, now int64) {
 	if v == 0 {
 		return
 	}
@@ -187,7 +420,7 @@ func (rs *ruleState) restore(sh *shard, i int32, h uint64, lim *limit, now int64
 	}
 }
 
-// satAdd is a+b for b >= 0, saturating at MaxInt64, as a cell value (at least 1).
+// satAdd is a+b for b >= 0, saturating at MaxInt64, as a parked state (at least 1).
 func satAdd(a, b int64) uint64 {
 	if a > math.MaxInt64-b {
 		return math.MaxInt64

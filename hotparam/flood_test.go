@@ -50,8 +50,8 @@ func TestEvictingDefaultStateCostsNothing(t *testing.T) {
 	if sh.evicted == 0 {
 		t.Fatal("no eviction: the test does not test anything")
 	}
-	if sh.depleted != nil {
-		t.Fatal("evicting values back at a full bucket allocated the depleted sketch")
+	if sh.ledger.tab != nil {
+		t.Fatal("evicting values back at a full bucket allocated a ledger")
 	}
 }
 
@@ -98,7 +98,7 @@ func TestEvictedStateComesBack(t *testing.T) {
 			t.Fatal("evicted value with 2 in flight admitted a third")
 		}
 		if d, _ := check(l, at(11*time.Second), one("v", 2)); !d.Allowed {
-			t.Fatal("leases folded into the sketch outlived their expiry")
+			t.Fatal("leases parked in the ledger outlived their expiry")
 		}
 	})
 }
@@ -184,6 +184,9 @@ func runFloodModel(t *testing.T, in *floodInput, steps int) {
 		r.Behavior, r.MaxQueueingTime = Throttle, time.Duration(in.next(4))*dur/time.Duration(count)
 	case "concurrency":
 		r.Grade, r.Lease, r.Duration = Concurrency, time.Duration(1+in.next(5))*time.Second, 0
+	}
+	if in.next(2) == 0 { // a ledger of a few states that refuses once full: still no overadmission
+		r.StateBudget, r.Overflow = int64(1+in.next(8))*8*entryBytes, OverflowRefuse
 	}
 	l := mustNew(t, r)
 	pool := 1 + in.next(200)

@@ -97,6 +97,19 @@ type Options struct {
 	// neither is forgotten when back at its default state). 0 means each rule's Duration; at
 	// least a second either way.
 	TopWindow time.Duration
+	// StateBudget bounds, in bytes, the states kept of evicted values over all rules (see
+	// flood.go); 0 means DefaultStateBudget. RuleStateBudget is the budget of a rule whose
+	// StateBudget is 0; 0 means DefaultRuleStateBudget. Overflow is what a rule whose
+	// Overflow is OverflowDefault does once its budget (or the whole one) is full;
+	// OverflowDefault means OverflowForget.
+	StateBudget     int64
+	RuleStateBudget int64
+	Overflow        Overflow
+	// OnOverflow, when not nil, is called when a rule forgets a state or refuses a new value
+	// for a full budget, at most once a second per rule (by the instants of its Checks). It is
+	// called with a lock held: it must be cheap (e.g. log a line) and must not call the
+	// Limiter.
+	OnOverflow func(OverflowEvent)
 }
 
 // RuleStats are counters of one rule.
@@ -104,6 +117,12 @@ type RuleStats struct {
 	Rule      int
 	Tracked   int    // values tracked now
 	Evictions uint64 // values evicted to stay within Capacity
+	// Parked is the evicted values whose states are kept (not back to the default yet, or
+	// not swept since), in StateBytes bytes of ledger.
+	Parked     int
+	StateBytes int64
+	// Overflows counts the states forgotten, or the new values refused, for a full budget.
+	Overflows uint64
 }
 
 // Limiter holds a set of rules and the per-value state of each. It is safe for concurrent use.
@@ -135,19 +154,22 @@ type RuleStats struct {
 // would have blocked. Statuses leave shadow rules out.
 //
 // Each rule tracks at most its Capacity values. Evicting a value to make room never hands it a
-// new allowance: a value whose state is not back to the default is folded into its rule's
-// depleted sketch, from which it is created again (see flood.go); "a new value starts full" and
-// "forgotten" above hold for values the sketch knows nothing of. A rule's per-value structures
-// are made at its first value; Sweep, called periodically, forgets idle values and gives the
-// memory back.
+// new allowance: the state of a value not back to the default is parked, exactly, in its
+// rule's ledger (16 bytes a value, within Rule.StateBudget and Options.StateBudget), and the
+// value is created again from it (see flood.go); "a new value starts full" and "forgotten"
+// above hold for values with no parked state. Past the budget, the rule's Overflow says
+// whether states are forgotten or new values refused. A rule's per-value structures are made
+// at its first value; Sweep, called periodically, forgets idle values and ended states and
+// gives the memory back.
 type Limiter struct {
 	rules      []Rule
 	compiled   []*ruleState
 	byResource map[string][]int32
 	opts       Options
 	// seq numbers the stores of this Limiter and of those reloaded from it, which share them;
-	// the numbers order the stores' locks.
-	seq *atomic.Uint64
+	// the numbers order the stores' locks. budget is what their ledgers hold, shared likewise.
+	seq    *atomic.Uint64
+	budget *budget
 }
 
 // New builds a Limiter with fresh state for rules.
@@ -217,6 +239,9 @@ func (l *Limiter) Stats() []RuleStats {
 			sh.mu.Lock()
 			out[i].Tracked += sh.size
 			out[i].Evictions += sh.evicted
+			out[i].Parked += sh.ledger.n
+			out[i].Overflows += sh.overflows
+			out[i].StateBytes += int64(len(sh.ledger.tab)) * entryBytes
 			sh.mu.Unlock()
 		}
 	}

@@ -87,7 +87,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 			}
 			o.gone = true
 		}
-		slot, created := o.sh.get(o.value, o.hash, now)
+		slot, created, parked := o.sh.get(o.value, o.hash, now)
 		o.slot = slot
 		sl := o.sh.at(slot)
 		sl.pinned = true
@@ -99,7 +99,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 				o.lim.initThrottle(&sl.st, now)
 			}
 			sl.win = uint32(now / o.rs.window)
-			o.rs.restore(o.sh, slot, o.hash, o.lim, now)
+			o.rs.restore(o.sh, slot, parked, o.lim, now)
 		}
 	}
 }
@@ -137,11 +137,16 @@ func unlockShards(ops []op) {
 	}
 }
 
-// unlock unpins the ops' values, then unlocks their shards.
+// unlock unpins the ops' values, drops those made beyond the capacity (refused, see
+// slot.overflow), then unlocks their shards.
 func unlock(ops []op) {
 	for i := range ops {
 		if o := &ops[i]; o.sh != nil {
-			o.sh.at(o.slot).pinned = false
+			sl := o.sh.at(o.slot)
+			sl.pinned = false
+			if sl.overflow && sl.where != inFree {
+				o.sh.remove(o.slot)
+			}
 		}
 	}
 	unlockShards(ops)

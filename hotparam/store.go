@@ -28,9 +28,13 @@ type store struct {
 	// empty: a rule that tracks nothing costs no shard. mu serializes making and dropping them.
 	shards atomic.Pointer[[]shard]
 	mu     sync.Mutex
-	// owner is the rule that folds the store's evicted values into the depleted sketches: the
-	// one last built on it.
-	owner atomic.Pointer[ruleState]
+	// owner is the rule that parks the store's evicted values' states in the ledgers: the one
+	// last built on it.
+	owner       atomic.Pointer[ruleState]
+	budget      *budget      // shared by the stores of a Limiter and of its reloads
+	ledgerBytes atomic.Int64 // the shards' ledgers
+	overflows   atomic.Uint64
+	reported    atomic.Int64 // the shard clock of the last OnOverflow call
 }
 
 // shard is one lock's part of a store. All its fields are guarded by mu.
@@ -50,10 +54,14 @@ type shard struct {
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
 	dead     bool              // dropped by Sweep: a caller that locked it must start again
 	leases   map[int32][]lease // concurrency rules: the leases of each value; refund rules: records
-	depleted *sketch           // states of evicted values not back to the default; nil until one
+	ledger   ledger            // states of evicted values not back to the default (flood.go)
 	clock    int64             // the latest instant (Unix ns) a value was asked for at
 	evicted  uint64
-	_        [64]byte // keeps neighbouring shards' locks off one cache line
+	// overflows counts the states forgotten and the new values refused for a full ledger;
+	// noRoom is set by an evict that found only values whose states the full ledger refused.
+	overflows uint64
+	noRoom    bool
+	_         [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // where a slot is.
@@ -71,6 +79,9 @@ type slot struct {
 	freq       uint8 // accesses since it last moved, up to 3
 	where      uint8
 	pinned     bool // in use by the Check holding the lock: not evictable
+	// overflow: made beyond the capacity for a value the rule refuses (OverflowRefuse with a
+	// full ledger); the Check refuses it and drops it before it unlocks.
+	overflow bool
 }
 
 type queue struct {
@@ -95,12 +106,12 @@ const (
 	pageSize    = 1 << pageBits
 )
 
-func newStore(id uint64, capacity int) *store {
+func newStore(id uint64, capacity int, b *budget) *store {
 	n := 1
 	for n < maxShards && capacity/(n*2) >= minPerShard {
 		n *= 2
 	}
-	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	s := &store{id: id, seed: maphash.MakeSeed(), mask: uint64(n - 1), budget: b}
 	s.capacity.Store(int64(max(capacity, 1)))
 	return s
 }
@@ -176,22 +187,39 @@ func (s *store) hash(v string) uint64 { return maphash.String(s.seed, v) }
 // at is slot i. Requires mu held.
 func (sh *shard) at(i int32) *slot { return &sh.pages[i>>pageBits][i&(pageSize-1)] }
 
-// get returns the slot of key, creating it when absent (created is then true and the slot's
-// state zero). Requires mu held.
-func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool) {
+// get returns the slot of key, creating it when absent (created is then true, the slot's
+// state zero and parked the state its ledger held for it, 0 for none: see restore). A value
+// created beyond the capacity because the rule refuses it has its slot's overflow set.
+// Requires mu held.
+func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool, parked uint64) {
 	sh.clock = max(sh.clock, now)
 	if _, i := sh.index.find(sh, key, h); i >= 0 {
 		sl := sh.at(i)
 		if sl.freq < 3 {
 			sl.freq++
 		}
-		return i, false
+		return i, false, 0
+	}
+	if sh.ledger.n > 0 {
+		parked = sh.ledger.take(h) // taken first: its room lets a full ledger take a victim's
 	}
 	capacity := sh.st.capacity.Load()
+	sh.noRoom = false
 	for sh.st.size.Load() >= capacity && sh.evict() {
+	}
+	overflow := sh.noRoom && sh.st.size.Load() >= capacity
+	if overflow {
+		if parked != 0 {
+			sh.ledger.insert(ledgerEntry{ledgerKey(h), parked}) // back where it was taken from
+			parked = 0
+		}
+		if rs := sh.st.owner.Load(); rs != nil {
+			sh.overflowed(rs, OverflowRefuse)
+		}
 	}
 	i = sh.alloc()
 	sl := sh.at(i)
+	sl.overflow = overflow
 	sl.key = strings.Clone(key) // the caller's string may live in a reused buffer
 	sh.index.insert(h, i)
 	sh.size++
@@ -204,7 +232,7 @@ func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool) {
 	} else {
 		sh.push(&sh.small, i, inSmall)
 	}
-	return i, true
+	return i, true, parked
 }
 
 // growGhost sizes the ghost table to the shard's values (a power of two, up to its share),
@@ -236,8 +264,11 @@ func (sh *shard) alloc() int32 {
 	return int32(sh.used - 1)
 }
 
-// evict evicts one unpinned value and reports whether it found one. Requires mu held.
+// evict evicts one unpinned value and reports whether it found one. A value whose state the
+// full ledger refuses stays (in the main queue); after refuseTries of them evict gives up and
+// sets noRoom. Requires mu held.
 func (sh *shard) evict() bool {
+	refused := 0
 	for tries := 4*sh.size + 4; tries > 0; tries-- {
 		if sh.small.n > 0 && (sh.small.n >= sh.smallCap || sh.main.n == 0) {
 			i := sh.pop(&sh.small)
@@ -248,9 +279,16 @@ func (sh *shard) evict() bool {
 				continue
 			}
 			h := maphash.String(sh.seed, sl.key)
+			if !sh.forget(i, h) {
+				sh.push(&sh.main, i, inMain)
+				if refused++; refused >= refuseTries {
+					sh.noRoom = true
+					return false
+				}
+				continue
+			}
 			gi, fp := sh.ghostAt(h)
 			sh.ghost[gi] = fp
-			sh.forget(i, h)
 			return true
 		}
 		if sh.main.n == 0 {
@@ -265,22 +303,31 @@ func (sh *shard) evict() bool {
 			sh.push(&sh.main, i, inMain)
 			continue
 		}
-		sh.forget(i, maphash.String(sh.seed, sl.key))
+		if !sh.forget(i, maphash.String(sh.seed, sl.key)) {
+			sh.push(&sh.main, i, inMain)
+			if refused++; refused >= refuseTries {
+				sh.noRoom = true
+				return false
+			}
+			continue
+		}
 		return true
 	}
 	return false
 }
 
-// forget evicts the unlinked slot i, whose key hashes to h, folding its state into the
-// depleted sketch unless it is back to the default (see flood.go). Requires mu held.
-func (sh *shard) forget(i int32, h uint64) {
+// forget evicts the unlinked slot i, whose key hashes to h, parking its state in the ledger
+// unless it is back to the default (see flood.go). It reports false, changing nothing, when
+// the full ledger refuses the state. Requires mu held.
+func (sh *shard) forget(i int32, h uint64) bool {
 	if rs := sh.st.owner.Load(); rs != nil {
-		if v := rs.depletion(sh, i); v != 0 {
-			sh.fold(h, v, rs.kind == kindConcurrency)
+		if v := rs.depletion(sh, i); v != 0 && !sh.park(rs, h, v) {
+			return false
 		}
 	}
 	sh.drop(i, h)
 	sh.evicted++
+	return true
 }
 
 // remove forgets slot i (unlinking it from its queue). Requires mu held.

@@ -94,14 +94,14 @@ func TestGhostReadmitsToMain(t *testing.T) {
 
 // ghostReadmits runs the ghost scenario on a new store and says what went wrong, if anything.
 func ghostReadmits() string {
-	s := newStore(1, 10)
+	s := newStore(1, 10, new(budget))
 	sh := &s.active()[0]
 	has := func(v string) bool {
 		_, i := sh.index.find(sh, v, s.hash(v))
 		return i >= 0
 	}
 	get := func(v string) bool {
-		_, created := sh.get(v, s.hash(v), 0)
+		_, created, _ := sh.get(v, s.hash(v), 0)
 		return created
 	}
 	get("x")

@@ -61,9 +61,7 @@ func (sh *shard) sweep(rs *ruleState, now int64) int {
 		sh.remove(i)
 		n++
 	}
-	if sh.depleted != nil && sh.depleted.stale(now, rs.kind == kindConcurrency) {
-		sh.depleted = nil
-	}
+	sh.sweepLedger(now, rs.kind == kindConcurrency)
 	if sh.size == 0 {
 		sh.pages, sh.used, sh.freeHead = nil, 0, -1
 		sh.index = index{}
@@ -75,21 +73,7 @@ func (sh *shard) sweep(rs *ruleState, now int64) int {
 	return n
 }
 
-// stale reports whether every cell of the sketch is in the past: it constrains no value.
-func (k *sketch) stale(now int64, conc bool) bool {
-	for _, c := range k.cells {
-		if conc {
-			if exp, _ := unpackConc(c); int64(exp) > now/int64(time.Second) {
-				return false
-			}
-		} else if c > uint64(max(now, 0)) {
-			return false
-		}
-	}
-	return true
-}
-
-// dropIfEmpty drops the shards of a store that tracks no value and keeps no sketch; a Check
+// dropIfEmpty drops the shards of a store that tracks no value and parks no state; a Check
 // that locked one of them meanwhile finds it dead and takes the new ones.
 func (s *store) dropIfEmpty() {
 	if s.size.Load() != 0 {
@@ -103,7 +87,7 @@ func (s *store) dropIfEmpty() {
 	}
 	empty := true
 	for i := range shards {
-		if sh := &shards[i]; sh.size != 0 || sh.depleted != nil || sh.pages != nil {
+		if sh := &shards[i]; sh.size != 0 || sh.ledger.tab != nil || sh.pages != nil {
 			empty = false
 		}
 	}
