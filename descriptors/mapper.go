@@ -41,6 +41,13 @@ type AuthzConfig struct {
 	// same number and both pick the same client from the x-forwarded-for Envoy forwards (the
 	// header it received with its peer appended); 0 means the connection's peer.
 	TrustedHops int `json:"trusted_hops"`
+	// KeepOriginHeaders lets the headers that origin sources read reach the upstream. By
+	// default an allowed Check asks Envoy to remove them (OkHttpResponse.headers_to_remove):
+	// the upstream never sees a client-asserted identity, and the resolved origin travels in
+	// the answer's dynamic metadata instead.
+	KeepOriginHeaders bool `json:"keep_origin_headers"`
+	// RemoveHeaders names more request headers an allowed Check removes before the upstream.
+	RemoveHeaders []string `json:"remove_headers"`
 }
 
 // Source is where a value comes from.
@@ -135,7 +142,8 @@ type Mapper struct {
 	originKey   string
 	leaseKey    string
 	// uses says which sources the rules in force read; nil: every source is needed.
-	uses Uses
+	uses   Uses
+	remove []string // headers an allowed Check removes, lower-case, sorted, no duplicates
 }
 
 // Uses tells the mapping which parts of a check request the rules in force read, so that a
@@ -210,6 +218,8 @@ func New(cfg Config) (*Mapper, error) {
 		m.params = append(m.params, param{name: name, src: src})
 	}
 
+	m.remove = removeHeaders(cfg.Authz, bad)
+
 	if m.hops < 0 || m.hops > MaxTrustedHops {
 		bad("authz.trusted_hops", "must be between 0 and "+strconv.Itoa(MaxTrustedHops))
 	}
@@ -239,6 +249,47 @@ func New(cfg Config) (*Mapper, error) {
 		return nil, errors.Join(errs...)
 	}
 	return m, nil
+}
+
+// HeadersToRemove are the request headers an allowed Check asks Envoy to remove before the
+// upstream: those origin sources read (unless AuthzConfig.KeepOriginHeaders) and
+// AuthzConfig.RemoveHeaders. The slice is shared: callers must not change it.
+func (m *Mapper) HeadersToRemove() []string { return m.remove }
+
+// removeHeaders compiles the headers to remove, reporting bad names through bad.
+func removeHeaders(a AuthzConfig, bad func(field, reason string)) []string {
+	set := map[string]bool{}
+	if !a.KeepOriginHeaders {
+		for _, s := range a.Origin {
+			if s.From == "header" && s.Name != "" {
+				set[strings.ToLower(s.Name)] = true
+			}
+		}
+	}
+	for i, h := range a.RemoveHeaders {
+		name := strings.ToLower(h)
+		switch {
+		case name == "":
+			bad("authz.remove_headers["+strconv.Itoa(i)+"]", "empty header name")
+			continue
+		case strings.HasPrefix(name, ":") || name == "host":
+			bad("authz.remove_headers["+strconv.Itoa(i)+"]", strconv.Quote(h)+" cannot be removed (Envoy keeps pseudo-headers and host)")
+			continue
+		case len(name) > MaxLen:
+			bad("authz.remove_headers["+strconv.Itoa(i)+"]", "longer than "+strconv.Itoa(MaxLen)+" bytes")
+			continue
+		}
+		set[name] = true
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // compileSource checks s; on a problem it returns the reason and the field at fault.

@@ -16,7 +16,9 @@ import (
 )
 
 // Check answers Envoy's ext_authz filter: OK (with x-ratelimit-* headers for the client, in
-// response_headers_to_add, when a rule applied; nothing is added upstream), 403 when an authority rule blocks, 429 with retry-after, x-ratelimit-* and a
+// response_headers_to_add, when a rule applied; nothing is added upstream; the headers the
+// mapping names in HeadersToRemove taken off the request; the resolved identity as dynamic
+// metadata, see identity), 403 when an authority rule blocks, 429 with retry-after, x-ratelimit-* and a
 // JSON body when a hot-parameter rule blocks, 400 with a JSON body naming the problem for a
 // malformed request. Concurrency rules are left out.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
@@ -52,15 +54,21 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
 		h = rateHeaders(make([]*corev3.HeaderValueOption, 0, 3), &v.Statuses[0])
 	}
-	return allowed(h), nil
+	resp := allowed(h, s.mapper.HeadersToRemove())
+	resp.DynamicMetadata = s.identity(&sc.entries[0], v.Rules)
+	return resp, nil
 }
 
-func allowed(h []*corev3.HeaderValueOption) *authv3.CheckResponse {
+// allowed is an OK answer: h for the client, remove taken off the request before the upstream.
+func allowed(h []*corev3.HeaderValueOption, remove []string) *authv3.CheckResponse {
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(codes.OK)},
 		// response_headers_to_add reach the client (Envoy's ext_authz Filter::onComplete keeps
 		// them for encodeHeaders); OkHttpResponse.headers would be added to the request upstream.
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: h}},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+			ResponseHeadersToAdd: h,
+			HeadersToRemove:      remove,
+		}},
 	}
 }
 

@@ -81,6 +81,10 @@ type Options struct {
 	Recorder Recorder
 	// Decision is the decision section of the config (throttle queue cap, dry run).
 	Decision policy.Config
+	// Redact gives the value of a param as it may be shown outside the service (the keyed
+	// hash of a sensitive param's, redact.Redactor.Value); nil shows values as they are. An
+	// allowed Check's identity metadata goes through it.
+	Redact func(param, value string) string
 }
 
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
@@ -90,6 +94,8 @@ type Server struct {
 	policy     *policy.Decider
 	pool       sync.Pool                  // of *scratch
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
+	paramIndex atomic.Pointer[paramIndex] // params read per resource in the last rule set seen
+	redactFn   func(param, value string) string
 }
 
 var (
@@ -109,7 +115,7 @@ func New(opts Options) *Server {
 	if opts.Rules == nil {
 		panic("envoyapi: Options.Rules is nil")
 	}
-	s := &Server{mapper: opts.Mapper, policy: policy.New(policy.Options{
+	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, policy: policy.New(policy.Options{
 		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Config: opts.Decision,
 	})}
 	if s.mapper == nil {

@@ -158,6 +158,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Now:      time.Now,
 		Recorder: s.metrics,
 		Decision: cfg.Decision,
+		Redact:   red.Value,
 	})
 	s.api = api
 	src := storeSources(store, rem)

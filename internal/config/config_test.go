@@ -248,7 +248,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown key in a map of sources", "authz: {params: {user: {from: header, name: x-user, spilt: \",\"}}}\n", nil,
 			[]string{`authz.params.user.spilt: unknown key (did you mean "split"?) (from FILE)`}},
 		{"unknown key far from any", "authz: {params: {user: {from: header, name: x-user, colour: red}}}\n", nil,
-			[]string{`authz.params.user.colour: unknown key (keys: from, name, split) (from FILE)`}},
+			[]string{`authz.params.user.colour: unknown key (keys: from, name, split, namespace, path) (from FILE)`}},
 		{"a library's problem names the source of its section", "", map[string]string{
 			"EXTAUTHZ_STORE_REDIS_ADDRS": "a:1,nohost", "EXTAUTHZ_STORE_REDIS_MODE": "cluster"},
 			[]string{`store.redis.addrs[1]: "nohost" is not host:port (from EXTAUTHZ_STORE_REDIS_ADDRS)`}},
