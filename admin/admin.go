@@ -1,5 +1,6 @@
 // Package admin serves the service's admin HTTP endpoints: health, readiness, metrics, the rules
-// in force, the busiest parameter values, profiles, and the live console at / that shows them.
+// in force, the busiest parameter values, a debug check of one request (POST /check), profiles,
+// and the live console at / that shows them.
 package admin
 
 import (
@@ -48,9 +49,21 @@ type Options struct {
 	// PProf serves Go's profiles under /debug/pprof/. Off by default: a CPU profile or trace
 	// costs the service while it runs, and the profiles show internals.
 	PProf bool
+	// Check decides a POST /check as the service decides its calls (policy.Decider.Decide on
+	// the rules in force), without counting it in the service's metrics; nil: no /check.
+	Check CheckFunc
+	// Descriptors maps the raw descriptors of a POST /check as the rate-limit API does; nil:
+	// /check takes only a resource, origin and params.
+	Descriptors DescriptorsFunc
+	// Hosts are the names, besides loopback names and IP addresses, that requests may carry
+	// in their Host header; a request naming anything else is refused with 421 (see
+	// config.AdminConfig.Hosts).
+	Hosts []string
 }
 
-// New returns the admin handler. It is safe for concurrent use.
+// New returns the admin handler. It answers only requests whose Host header is a loopback
+// name, an IP address or one of Options.Hosts, and marks every answer nosniff. It is safe for
+// concurrent use.
 func New(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +112,9 @@ func New(opts Options) http.Handler {
 			writeJSON(w, http.StatusOK, hot)
 		})
 	}
+	if opts.Check != nil {
+		mux.HandleFunc("POST /check", checkHandler(opts))
+	}
 	consoleHandlers(mux, opts)
 	if opts.PProf {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // named profiles: heap, goroutine, ...
@@ -108,7 +124,7 @@ func New(opts Options) http.Handler {
 		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return newHostFilter(opts.Hosts, mux)
 }
 
 type errorBody struct {

@@ -18,7 +18,7 @@ import (
 func get(t *testing.T, h http.Handler, target string) (int, string, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:9002"+target, nil))
 	body, err := io.ReadAll(rec.Result().Body)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestHot(t *testing.T) {
 func TestMethodNotAllowed(t *testing.T) {
 	h := New(Options{Ready: func() bool { return true }})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/readyz", nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://localhost:9002/readyz", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /readyz = %d, want 405", rec.Code)
 	}

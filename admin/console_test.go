@@ -225,7 +225,7 @@ func TestConsolePages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.target, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:9002"+tt.target, nil))
 		if rec.Code != tt.wantStatus {
 			t.Errorf("GET %s = %d, want %d", tt.target, rec.Code, tt.wantStatus)
 			continue
@@ -245,7 +245,7 @@ func TestConsolePages(t *testing.T) {
 	}
 	// The console is read-only.
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/console/data", nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://localhost:9002/console/data", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /console/data = %d, want 405", rec.Code)
 	}
@@ -348,7 +348,7 @@ func BenchmarkConsoleData(b *testing.B) {
 	var size int
 	for b.Loop() {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/console/data", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:9002/console/data", nil))
 		size = rec.Body.Len()
 	}
 	b.ReportMetric(float64(size), "bytes/poll")

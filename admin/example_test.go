@@ -17,12 +17,12 @@ func Example() {
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:9002"+path, nil))
 		fmt.Println(path, rec.Code)
 	}
 	ready = true
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:9002/readyz", nil))
 	fmt.Println("/readyz", rec.Code)
 	// Output:
 	// /healthz 200

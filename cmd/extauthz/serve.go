@@ -181,6 +181,10 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			Traffic:   s.metrics.Snapshot,
 			PProf:     cfg.Admin.PProf,
 			Redact:    red.Value,
+			Hosts:     cfg.Admin.Hosts,
+			// /check's descriptors are mapped as the rate-limit API maps them.
+			Check:       debugCheck(store.Current, cfg.Decision),
+			Descriptors: debugDescriptors(mapper.WithUses(ruleUses{current: store.Current})),
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,

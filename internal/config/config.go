@@ -96,6 +96,11 @@ type AdminConfig struct {
 	// requests in the current window and the one before. 0 means each rule's own duration (a
 	// second for concurrency rules); at least a second either way.
 	HotWindow time.Duration `json:"hot_window"`
+	// Hosts are the names, besides loopback names (localhost) and IP addresses, that the admin
+	// listener answers to in a request's Host header; any other name is refused, so that a
+	// page whose name a DNS rebinding points at the listener cannot read it. A name
+	// "*.example.org" accepts every name below example.org.
+	Hosts []string `json:"hosts"`
 }
 
 // LogConfig configures logging.
@@ -219,6 +224,11 @@ func (c *Config) Validate() error {
 	checkAddr("admin_addr", c.AdminAddr)
 	if c.Admin.HotWindow < 0 {
 		add("admin.hot_window", "must not be negative, not %s", c.Admin.HotWindow)
+	}
+	for i, h := range c.Admin.Hosts {
+		if !validHostName(strings.TrimPrefix(h, "*.")) {
+			add(fmt.Sprintf("admin.hosts[%d]", i), "must be a host name (or *. and a host name), without a port, not %q", h)
+		}
 	}
 
 	oneOf := func(field, value string, allowed ...string) {

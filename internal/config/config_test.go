@@ -433,6 +433,9 @@ func TestValidate(t *testing.T) {
 			c.Tracing.SampleRatio = 1.5
 		}, []string{"tracing.endpoint", "tracing.sample_ratio"}},
 		{"tracing on", func(c *Config) { c.Tracing.Endpoint = "collector:4317" }, nil},
+		{"admin hosts", func(c *Config) {
+			c.Admin.Hosts = []string{"extauthz.extauthz.svc", "*.example.org", "a:9002", "", "-a.b", "*.", "x_y"}
+		}, []string{"admin.hosts[2]", "admin.hosts[3]", "admin.hosts[4]", "admin.hosts[5]", "admin.hosts[6]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
