@@ -42,13 +42,18 @@ typed_per_filter_config:
 `+actions)
 }
 
-// TestDescriptorsActions: one case per behaviour of Envoy's rate-limit actions
-// (source/common/router/router_ratelimit.cc: GenericKeyAction, RequestHeadersAction — the
-// first value of a repeated header, skip_if_absent —, QueryParametersAction,
-// RemoteAddressAction, HeaderValueMatchAction with expect_match) and of
-// RateLimitPolicy::populateDescriptors (ratelimit_config.cc: a failed action drops the
-// descriptor, a skipped one adds nothing, hits_addend kept as configured, 0 included).
-func TestDescriptorsActions(t *testing.T) {
+// actionCase is one rate limit's extra settings and actions (YAML), a request, and the
+// descriptors Envoy sends for it.
+type actionCase struct {
+	name    string
+	extra   string
+	actions string
+	req     Request
+	want    []Descriptor
+}
+
+// actionCases are TestDescriptorsActions's cases; TestRealDescriptors sends each through Envoy.
+func actionCases() []actionCase {
 	remote := netip.MustParseAddrPort("10.1.2.3:5555")
 	base := Request{
 		Method: "GET",
@@ -60,13 +65,7 @@ func TestDescriptorsActions(t *testing.T) {
 		},
 		Remote: remote,
 	}
-	tests := []struct {
-		name    string
-		extra   string
-		actions string
-		req     Request
-		want    []Descriptor
-	}{
+	return []actionCase{
 		{
 			name:    "generic_key keeps its key, defaults to generic_key",
 			actions: "      - generic_key: {descriptor_key: resource, descriptor_value: R}\n      - generic_key: {descriptor_value: V}\n",
@@ -120,14 +119,8 @@ func TestDescriptorsActions(t *testing.T) {
 		{
 			name:    "remote_address of an IPv4-mapped IPv6 peer stays mapped",
 			actions: "      - remote_address: {}\n",
-			req:     Request{Remote: netip.MustParseAddrPort("[::ffff:192.0.2.7]:1")},
+			req:     func() Request { r := base; r.Remote = netip.MustParseAddrPort("[::ffff:192.0.2.7]:1"); return r }(),
 			want:    []Descriptor{{Entries: []Entry{{"remote_address", "::ffff:192.0.2.7"}}}},
-		},
-		{
-			name:    "no remote address, no descriptor",
-			actions: "      - remote_address: {}\n",
-			req:     Request{},
-			want:    nil,
 		},
 		{
 			name:    "header_value_match appends on a match",
@@ -177,6 +170,16 @@ func TestDescriptorsActions(t *testing.T) {
 			want:    []Descriptor{{Entries: []Entry{{"generic_key", "V"}}, XRateLimitOption: routev3.RateLimit_OFF}},
 		},
 	}
+}
+
+// TestDescriptorsActions: one case per behaviour of Envoy's rate-limit actions
+// (source/common/router/router_ratelimit.cc: GenericKeyAction, RequestHeadersAction — the
+// first value of a repeated header, skip_if_absent —, QueryParametersAction,
+// RemoteAddressAction, HeaderValueMatchAction with expect_match) and of
+// RateLimitPolicy::populateDescriptors (ratelimit_config.cc: a failed action drops the
+// descriptor, a skipped one adds nothing, hits_addend kept as configured, 0 included).
+func TestDescriptorsActions(t *testing.T) {
+	tests := actionCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := oneLimit(t, tt.extra, tt.actions)
@@ -191,22 +194,26 @@ func TestDescriptorsActions(t *testing.T) {
 	}
 }
 
+// unmodelledCases are rate limits Descriptors refuses: settings it does not model, and ones
+// Envoy refuses to load ("envoy refuses it"). TestRealDescriptorsUnmodelled runs each in Envoy.
+var unmodelledCases = []struct {
+	name    string
+	extra   string
+	actions string
+	want    string
+}{
+	{"source_cluster", "", "      - source_cluster: {}\n", "not modelled"},
+	{"hits_addend format", "hits_addend: {format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "hits_addend.format"},
+	{"legacy header matcher", "", "      - header_value_match: {descriptor_value: v, headers: [{name: a, exact_match: b}]}\n", "not modelled"},
+	// Refused by RateLimitPolicy::RateLimitPolicy: Envoy would not load the config.
+	{"stage", "stage: 1\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage'"},
+	{"disable_key", "disable_key: k\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage' field and 'disable_key'"},
+	{"hits_addend with neither", "hits_addend: {is_negative_hits: true}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
+	{"hits_addend with both", "hits_addend: {number: 1, format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
+}
+
 func TestDescriptorsUnmodelled(t *testing.T) {
-	tests := []struct {
-		name    string
-		extra   string
-		actions string
-		want    string
-	}{
-		{"source_cluster", "", "      - source_cluster: {}\n", "not modelled"},
-		{"hits_addend format", "hits_addend: {format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "hits_addend.format"},
-		{"legacy header matcher", "", "      - header_value_match: {descriptor_value: v, headers: [{name: a, exact_match: b}]}\n", "not modelled"},
-		// Refused by RateLimitPolicy::RateLimitPolicy: Envoy would not load the config.
-		{"stage", "stage: 1\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage'"},
-		{"disable_key", "disable_key: k\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: 'stage' field and 'disable_key'"},
-		{"hits_addend with neither", "hits_addend: {is_negative_hits: true}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
-		{"hits_addend with both", "hits_addend: {number: 1, format: '%BYTES_RECEIVED%'}\n", "      - generic_key: {descriptor_value: V}\n", "envoy refuses it: hits_addend must contain either"},
-	}
+	tests := unmodelledCases
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := oneLimit(t, tt.extra, tt.actions)

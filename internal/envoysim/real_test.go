@@ -502,6 +502,13 @@ func validate(t *testing.T, vs ...variant) (string, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ups := map[string][]string{}
+	for _, c := range b.GetStaticResources().GetClusters() {
+		ups[c.GetName()] = []string{"127.0.0.1:1"}
+	}
+	if doc, err = envoytest.Bootstrap(doc, envoytest.Rewrite{Upstreams: ups}); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "envoy.json")
 	if err := os.WriteFile(path, doc, 0o644); err != nil {
 		t.Fatal(err)
