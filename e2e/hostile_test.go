@@ -131,8 +131,10 @@ func TestPathVariantsHitTheRule(t *testing.T) {
 			}
 		}
 	}
-	// Through the shipped Envoy (normalize_path, merge_slashes), which normalises first: the
-	// two layers agree.
+	// Through the shipped Envoy's connection manager (normalize_path, merge_slashes), which
+	// normalises first: the two layers agree. The shipped routes have none for /admin/users
+	// (Envoy would answer 404 and send no Check), so the Check is built from the normalised
+	// request as a route for it would send it.
 	for _, p := range []string{"/admin/user%73", "//admin//users", "/admin/./users", "/x/../admin/users"} {
 		r := req("GET", p, "192.0.2.41", "x-origin", "intruder")
 		st, err := envoy.Accept(r)
@@ -142,7 +144,7 @@ func TestPathVariantsHitTheRule(t *testing.T) {
 		if st.Request.Path != "/admin/users" {
 			t.Errorf("Envoy passes %s on as %s", p, st.Request.Path)
 		}
-		cr, err := envoy.CheckRequest(st, time.Now())
+		cr, err := envoysim.CheckRequest(nil, st.Request, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

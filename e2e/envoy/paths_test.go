@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // svcMetric sums the samples of the extauthz metric name whose labels contain every one of
@@ -151,5 +152,11 @@ func TestUnroutedPathGetsNoCheck(t *testing.T) {
 				t.Errorf("extauthz decided %v Check calls for one routed request, want 1", d)
 			}
 		})
+	}
+	// The emulation sends none either.
+	c := sim(t, nil)
+	st := simStream(t, c, "GET", "/nothing")
+	if cr, err := c.CheckRequest(st, time.Now()); err != nil || cr != nil {
+		t.Errorf("envoysim: GET /nothing: Check %v, %v; Envoy sends none", cr, err)
 	}
 }
