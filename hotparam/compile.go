@@ -217,6 +217,7 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 		l.seq, l.budget = new(atomic.Uint64), new(budget)
 	}
 	nth, from := match(rules, l.byResource, old)
+	retiredFrom(rules, nth, from, old)
 	sameOpts := old != nil && max(old.opts.Replicas, 1) == max(opts.Replicas, 1) &&
 		old.opts.TopWindow == opts.TopWindow && old.opts.RuleStateBudget == opts.RuleStateBudget &&
 		old.opts.Overflow == opts.Overflow
@@ -243,6 +244,7 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	if err := checkRemote(l.compiled, opts.Remote); err != nil {
 		return nil, err
 	}
+	l.retired = retire(l.compiled, old)
 	l.budget.limit.Store(cmp.Or(opts.StateBudget, DefaultStateBudget))
 	if opts.OnOverflow != nil {
 		l.budget.report.Store(&opts.OnOverflow)
@@ -402,4 +404,64 @@ func checkRemote(compiled []*ruleState, r Remote) error {
 		}
 	}
 	return nil
+}
+
+// A rule dropped by a reload (a source emptied by mistake, a rule deleted and put back) is
+// retired: its state is kept, and swept as usual, so that a rule of the same identity and
+// order that comes back takes it again instead of handing every value a fresh bucket. A
+// retired rule is let go once Sweep has found its values back at their default (its store
+// then tracks and parks nothing), that is, within its duration for a reject rule.
+
+// retiredKey is what a retired rule is found again by.
+type retiredKey struct {
+	id  identity
+	nth int
+}
+
+// retiredFrom gives each rule that matched no rule of old the retired rule of old with its
+// identity and order, if any.
+func retiredFrom(rules []Rule, nth []int32, from []*ruleState, old *Limiter) {
+	if old == nil || len(old.retired) == 0 {
+		return
+	}
+	byKey := make(map[retiredKey]*ruleState, len(old.retired))
+	for _, rs := range old.retired {
+		byKey[retiredKey{rs.ident, rs.nth}] = rs
+	}
+	for i := range rules {
+		if from[i] == nil {
+			from[i] = byKey[retiredKey{identityOf(&rules[i]), int(nth[i])}]
+		}
+	}
+}
+
+// retire returns the retired rules of a Limiter compiled from old: old's rules and retired
+// rules whose stores no rule of compiled took, but for those whose stores are empty; of two of
+// one identity and order, the one retired last.
+func retire(compiled []*ruleState, old *Limiter) []*ruleState {
+	if old == nil {
+		return nil
+	}
+	taken := make(map[*store]bool, len(compiled))
+	for _, rs := range compiled {
+		taken[rs.store] = true
+	}
+	var out []*ruleState
+	seen := make(map[retiredKey]bool)
+	add := func(rs *ruleState) {
+		k := retiredKey{rs.ident, rs.nth}
+		if taken[rs.store] || seen[k] || rs.store.idle() {
+			return
+		}
+		seen[k] = true
+		taken[rs.store] = true
+		out = append(out, rs)
+	}
+	for _, rs := range old.compiled {
+		add(rs)
+	}
+	for _, rs := range old.retired {
+		add(rs)
+	}
+	return out
 }

@@ -170,6 +170,9 @@ type Limiter struct {
 	// the numbers order the stores' locks. budget is what their ledgers hold, shared likewise.
 	seq    *atomic.Uint64
 	budget *budget
+	// retired are rules of earlier sets that this one dropped, kept with their state until it
+	// is back to the default (see retire).
+	retired []*ruleState
 }
 
 // New builds a Limiter with fresh state for rules.
@@ -177,6 +180,11 @@ func New(rules []Rule, opts Options) (*Limiter, error) { return build(rules, opt
 
 // Reload builds a Limiter for rules that keeps the state of every rule of l whose identity
 // (resource, param, grade, behavior, duration, cluster) is unchanged.
+//
+// The state of a rule that rules drop is kept too, until Sweep finds it back to the default
+// (within the rule's duration for a reject rule): a later Reload with a rule of that identity
+// takes it again, so that deleting a rule (or every rule) and putting it back never hands a
+// depleted value a fresh allowance.
 //
 // Rules of one identity are matched in order: the n-th such rule of the new set takes the state
 // of the n-th of l. The kept state is shared with l, which stays usable; a changed threshold

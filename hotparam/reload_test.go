@@ -223,3 +223,46 @@ func TestReloadManyRulesKeepsState(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteThenRestoreKeepsState: a reload with no rules (a source emptied by mistake), then
+// one with the rule back, leaves a depleted value depleted; once its bucket would be full and
+// Sweep ran, the rule's state is let go.
+func TestDeleteThenRestoreKeepsState(t *testing.T) {
+	r := qps(3, time.Hour)
+	l := mustNew(t, r, Rule{Resource: "r", Param: "c", Grade: Concurrency, Count: 1, Lease: time.Minute})
+	for range 3 {
+		check(l, t0, one("v", 1))
+	}
+	c := Entry{Resource: "r", Params: []Param{{Name: "c", Values: []string{"x"}}}}
+	if d, _ := check(l, t0, c); !d.Allowed {
+		t.Fatal("the first acquire was refused")
+	}
+	empty, err := l.Reload(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := check(empty, t0, one("v", 1)); !d.Allowed {
+		t.Fatal("a request with no rule in force was refused")
+	}
+	empty.Sweep(at(30 * time.Second)) // the states are not back to the default: they stay
+	back, err := empty.Reload([]Rule{r, {Resource: "r", Param: "c", Grade: Concurrency, Count: 1, Lease: time.Minute}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := check(back, at(40*time.Second), one("v", 1)); d.Allowed {
+		t.Fatal("the depleted value was given a fresh bucket when its rule came back")
+	}
+	if d, _ := check(back, at(40*time.Second), c); d.Allowed {
+		t.Fatal("the concurrency value held was freed when its rule came back")
+	}
+	// an hour on the bucket is full again, the lease expired: Sweep lets the retired state go
+	gone, err := back.Reload(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Sweep(at(2 * time.Hour))
+	gone.Sweep(at(4 * time.Hour)) // past the Top windows of the values' last requests
+	if again, err := gone.Reload(nil, Options{}); err != nil || len(again.retired) != 0 {
+		t.Fatalf("%d retired rules after their state ended (err %v), want none", len(again.retired), err)
+	}
+}

@@ -14,7 +14,7 @@ import "time"
 func (l *Limiter) Sweep(now time.Time) int {
 	t := now.UnixNano()
 	n := 0
-	for _, rs := range l.compiled {
+	for _, rs := range append(l.compiled[:len(l.compiled):len(l.compiled)], l.retired...) {
 		shards := rs.store.current()
 		if shards == nil {
 			continue
@@ -101,3 +101,6 @@ func (s *store) dropIfEmpty() {
 		shards[i].mu.Unlock()
 	}
 }
+
+// idle reports whether the store tracks and parks nothing (its shards were dropped).
+func (s *store) idle() bool { return s.size.Load() == 0 && s.shards.Load() == nil }

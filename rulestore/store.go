@@ -170,6 +170,13 @@ func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) er
 // force) means the next one.
 func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile bool, version uint64) error {
 	prev := s.cur.Load()
+	if n := ruleCount(prev); n > 0 && len(rules.Authority)+len(rules.ParamFlow) == 0 {
+		// an explicit empty set is applied, but seldom meant: a dashboard's "delete all", a
+		// half-done publish. The param-flow state stays until it is back to the default (see
+		// hotparam.Limiter.Reload), so rules put back soon find their values as they were.
+		rules.Warnings = append(rules.Warnings[:len(rules.Warnings):len(rules.Warnings)], fmt.Sprintf(
+			"the rules source holds no rule: all %d rules in force are dropped; the state of the param-flow rules' values is kept until it is back to the default, for rules that come back", n))
+	}
 	set, err := s.compile(rules, pos, prev, version)
 	if err != nil {
 		return err
