@@ -93,7 +93,8 @@ func TestChart(t *testing.T) {
 		{
 			name:   "defaults (memory mode)",
 			values: "",
-			kinds:  map[string]int{"ServiceAccount": 1, "ConfigMap": 2, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 1},
+			kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 2, "Service": 2, "Deployment": 1, "PodDisruptionBudget": 1,
+				"NetworkPolicy": 1, "Pod": 1},
 		},
 		{
 			name: "redis, autoscaling, mtls, monitoring",
@@ -105,8 +106,8 @@ serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 grafanaDashboard: {enabled: true}
 `,
-			kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 3, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-				"NetworkPolicy": 1, "HorizontalPodAutoscaler": 1, "ServiceMonitor": 1, "PrometheusRule": 1},
+			kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 3, "Service": 2, "Deployment": 1, "PodDisruptionBudget": 1,
+				"NetworkPolicy": 1, "HorizontalPodAutoscaler": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "Pod": 1},
 			redis: true,
 			mtls:  true,
 		},
@@ -132,6 +133,7 @@ grafanaDashboard: {enabled: true}
 			c := checks.Chart{
 				Deployment:     dep,
 				Service:        objs.Find("Service", "extauthz").(*corev1.Service),
+				Headless:       objs.Find("Service", "extauthz-headless").(*corev1.Service),
 				PDB:            objs.Find("PodDisruptionBudget", "extauthz").(*policyv1.PodDisruptionBudget),
 				NetworkPolicy:  objs.Find("NetworkPolicy", "extauthz").(*networkingv1.NetworkPolicy),
 				RulesConfigMap: objs.Find("ConfigMap", "extauthz-rules").(*corev1.ConfigMap),

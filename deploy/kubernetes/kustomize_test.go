@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -64,34 +66,46 @@ func render(t *testing.T, dir, extra string) manifest.Set {
 
 func TestOverlays(t *testing.T) {
 	for _, tc := range []struct {
-		dir   string
-		redis bool
-		mtls  bool
+		dir        string
+		redis      bool
+		mtls       bool
+		monitoring bool
 	}{
 		{dir: "overlays/memory"},
 		{dir: "overlays/redis", redis: true},
 		{dir: "overlays/memory", mtls: true},
 		{dir: "overlays/redis", redis: true, mtls: true},
+		{dir: "overlays/redis", redis: true, monitoring: true},
+		{dir: "overlays/memory", mtls: true, monitoring: true},
 	} {
 		name := tc.dir
+		var components []string
 		if tc.mtls {
 			name += "+mtls"
+			components = append(components, "../components/mtls")
+		}
+		if tc.monitoring {
+			name += "+monitoring"
+			components = append(components, "../components/monitoring")
 		}
 		t.Run(name, func(t *testing.T) {
 			dir, extra := tc.dir, ""
-			if tc.mtls {
-				// The overlay with the mtls component added, as its comment says.
+			if len(components) > 0 {
+				// The overlay with the components added, as its comments say.
 				dir = "user"
-				extra = "resources: [../" + tc.dir + "]\ncomponents: [../components/mtls]\n"
+				extra = "namespace: extauthz\nresources: [../" + tc.dir + "]\ncomponents: [" + strings.Join(components, ", ") + "]\n"
 			}
 			objs := render(t, dir, extra)
 			want := map[string]int{
-				"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 2, "Service": 1, "Deployment": 1,
-				"PodDisruptionBudget": 1, "HorizontalPodAutoscaler": 1, "NetworkPolicy": 1, "ServiceMonitor": 1,
+				"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 2, "Service": 2, "Deployment": 1,
+				"PodDisruptionBudget": 1, "HorizontalPodAutoscaler": 1, "NetworkPolicy": 1,
 			}
 			if !tc.redis {
 				// Memory mode pins the replicas: no autoscaler.
 				delete(want, "HorizontalPodAutoscaler")
+			}
+			if tc.monitoring {
+				want["ServiceMonitor"], want["PrometheusRule"] = 1, 1
 			}
 			if got := objs.Kinds(); !equalCounts(got, want) {
 				t.Errorf("kinds rendered %v, want %v", got, want)
@@ -127,13 +141,24 @@ func TestOverlays(t *testing.T) {
 			c := checks.Chart{
 				Deployment:     dep,
 				Service:        objs.Find("Service", "extauthz").(*corev1.Service),
+				Headless:       objs.Find("Service", "extauthz-headless").(*corev1.Service),
 				PDB:            objs.Find("PodDisruptionBudget", "extauthz").(*policyv1.PodDisruptionBudget),
 				NetworkPolicy:  objs.Find("NetworkPolicy", "extauthz").(*networkingv1.NetworkPolicy),
-				ServiceMonitor: objs.Find("ServiceMonitor", "extauthz").(*monitoringv1.ServiceMonitor),
 				RulesConfigMap: rules,
 				ConfigMap:      config,
 				ConfigFile:     "extauthz.yaml",
 				MTLS:           tc.mtls,
+			}
+			if sm, ok := objs.Find("ServiceMonitor", "extauthz").(*monitoringv1.ServiceMonitor); ok {
+				c.ServiceMonitor = sm
+			} else {
+				// Not in the overlay (the operator's CRDs are a component): check the component's
+				// against this rendering's Service.
+				c.ServiceMonitor = render(t, "user", "namespace: extauthz\nresources: [../"+tc.dir+"]\ncomponents: [../components/monitoring]\n").
+					Find("ServiceMonitor", "extauthz").(*monitoringv1.ServiceMonitor)
+			}
+			if hpa, ok := objs.Find("HorizontalPodAutoscaler", "extauthz").(*autoscalingv2.HorizontalPodAutoscaler); ok {
+				c.HPA = hpa
 			}
 			c.Check(t)
 
@@ -146,6 +171,19 @@ func TestOverlays(t *testing.T) {
 				if pw == nil || pw.ValueFrom == nil || pw.ValueFrom.SecretKeyRef == nil || pw.ValueFrom.SecretKeyRef.Name != "extauthz-redis" {
 					t.Errorf("redis overlay: password %+v, want from Secret extauthz-redis", pw)
 				}
+				// The autoscaler owns the replicas: a count in the Deployment would reset its
+				// choice on every apply.
+				if dep.Spec.Replicas != nil {
+					t.Errorf("redis overlay: the Deployment sets replicas %d beside its autoscaler", *dep.Spec.Replicas)
+				}
+				// The fallback divides by the most replicas that can run, so the fleet never
+				// admits more than a limit while Redis is down.
+				if c.HPA == nil {
+					t.Fatal("redis overlay: no HorizontalPodAutoscaler")
+				}
+				if got, want := env["EXTAUTHZ_STORE_REDIS_REPLICAS"], strconv.Itoa(int(c.HPA.Spec.MaxReplicas)); got != want {
+					t.Errorf("redis overlay: EXTAUTHZ_STORE_REDIS_REPLICAS %q, want the autoscaler's maxReplicas %s", got, want)
+				}
 			} else {
 				if _, ok := env["EXTAUTHZ_STORE_REDIS_ADDRS"]; ok {
 					t.Error("memory overlay sets a Redis address")
@@ -155,10 +193,11 @@ func TestOverlays(t *testing.T) {
 				}
 			}
 			if tc.mtls {
-				svc := c.Service
-				for _, p := range svc.Spec.Ports {
-					if p.Name == "grpc" && p.AppProtocol != nil {
-						t.Errorf("mtls: grpc port still declares appProtocol %s", *p.AppProtocol)
+				for _, svc := range []*corev1.Service{c.Service, c.Headless} {
+					for _, p := range svc.Spec.Ports {
+						if p.Name == "grpc" && p.AppProtocol != nil {
+							t.Errorf("mtls: Service %s's grpc port still declares appProtocol %s", svc.Name, *p.AppProtocol)
+						}
 					}
 				}
 			}

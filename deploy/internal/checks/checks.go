@@ -42,6 +42,7 @@ func Meta(v any) metav1.ObjectMeta {
 type Chart struct {
 	Deployment     *appsv1.Deployment
 	Service        *corev1.Service
+	Headless       *corev1.Service // the headless Service for STRICT_DNS clusters
 	PDB            *policyv1.PodDisruptionBudget
 	HPA            *autoscalingv2.HorizontalPodAutoscaler // nil when the rendering has none
 	NetworkPolicy  *networkingv1.NetworkPolicy
@@ -143,6 +144,17 @@ func (c *Chart) Check(t *testing.T) {
 		t.Errorf("container securityContext %+v: want read-only root, no privilege escalation, capabilities drop ALL", sc)
 	}
 
+	// GOMEMLIMIT is left to the service, which takes 90% of the container's limit: the
+	// runtime's variable at the whole limit leaves nothing for what the heap does not count.
+	if v := EnvVar(dep, "GOMEMLIMIT"); v != nil {
+		t.Errorf("GOMEMLIMIT set (%+v): it overrides the service's own 90%% of the container's limit", v)
+	}
+
+	// The image: a version or a digest, never latest (nor no tag, which means latest).
+	if !pinnedImage(ctr.Image) {
+		t.Errorf("image %q: want a version tag or a digest, not latest", ctr.Image)
+	}
+
 	// Resources: requests for scheduling, a memory limit.
 	if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() || ctr.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", ctr.Resources)
@@ -211,6 +223,25 @@ func (c *Chart) Check(t *testing.T) {
 		t.Errorf("service port grpc %+v does not reach container port %d", svcGRPC, grpcPort)
 	}
 
+	// The headless Service: no virtual IP, the pods' own addresses behind its name (ready ones
+	// only), its grpc port on theirs.
+	if h := c.Headless; h == nil {
+		t.Error("no headless Service: an Envoy STRICT_DNS cluster on the ClusterIP Service pins each connection to one pod")
+	} else {
+		if h.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Errorf("headless Service %s: clusterIP %q, want None", h.Name, h.Spec.ClusterIP)
+		}
+		if h.Spec.PublishNotReadyAddresses {
+			t.Errorf("headless Service %s publishes pods that are not ready", h.Name)
+		}
+		if !labels.SelectorFromSet(h.Spec.Selector).Matches(podLabels) || len(h.Spec.Selector) == 0 {
+			t.Errorf("headless Service selector %v does not match the pods %v", h.Spec.Selector, pod.Labels)
+		}
+		if p := servicePort(h, "grpc"); p == nil || resolvePort(ctr, p.TargetPort) != grpcPort || p.Port != grpcPort {
+			t.Errorf("headless Service port grpc %+v: want %d to the container's %d", p, grpcPort, grpcPort)
+		}
+	}
+
 	// NetworkPolicy: selects the pods; gRPC only from selected peers (never from anywhere).
 	np := c.NetworkPolicy
 	if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err != nil || !sel.Matches(podLabels) || sel.Empty() {
@@ -263,6 +294,16 @@ func (c *Chart) Check(t *testing.T) {
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// pinnedImage reports whether ref names one build: by digest, or by a tag other than latest.
+func pinnedImage(ref string) bool {
+	if name, digest, ok := strings.Cut(ref, "@"); ok {
+		return name != "" && strings.HasPrefix(digest, "sha256:") && len(digest) == len("sha256:")+64
+	}
+	last := ref[strings.LastIndexByte(ref, '/')+1:]
+	_, tag, ok := strings.Cut(last, ":")
+	return ok && tag != "" && tag != "latest"
+}
 
 func containsType(ts []networkingv1.PolicyType, t networkingv1.PolicyType) bool {
 	for _, x := range ts {

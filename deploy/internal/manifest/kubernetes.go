@@ -18,6 +18,7 @@ func Kubernetes() *Decoder {
 	d.Register("v1", "ConfigMap", &corev1.ConfigMap{})
 	d.Register("v1", "Secret", &corev1.Secret{})
 	d.Register("v1", "Service", &corev1.Service{})
+	d.Register("v1", "Pod", &corev1.Pod{})
 	d.Register("apps/v1", "Deployment", &appsv1.Deployment{})
 	d.Register("policy/v1", "PodDisruptionBudget", &policyv1.PodDisruptionBudget{})
 	d.Register("autoscaling/v2", "HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscaler{})
