@@ -26,7 +26,19 @@ func dstatus(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, name s
 // The cases of Envoy's test/extensions/filters/http/ratelimit/ratelimit_headers_test.cc
 // (RateLimitHeadersTest) for XRateLimitHeaderUtils::populateHeaders, enabled and disabled by
 // default.
-func TestRateLimitHeaders(t *testing.T) {
+// rlHeaderCase is the descriptors of a request, the service's statuses, and the x-ratelimit-*
+// headers Envoy adds with enable_x_ratelimit_headers DRAFT_VERSION_03 (enabled) and OFF
+// (default0).
+type rlHeaderCase struct {
+	name              string
+	statuses          []*rlsv3.RateLimitResponse_DescriptorStatus
+	ds                []Descriptor
+	enabled, default0 map[string]string
+}
+
+// rlHeaderCases are TestRateLimitHeaders's cases; TestRealRateLimitHeaders sends each through
+// Envoy.
+func rlHeaderCases() []rlHeaderCase {
 	const (
 		minute = rlsv3.RateLimitResponse_RateLimit_MINUTE
 		hour   = rlsv3.RateLimitResponse_RateLimit_HOUR
@@ -36,13 +48,8 @@ func TestRateLimitHeaders(t *testing.T) {
 	two := []*rlsv3.RateLimitResponse_DescriptorStatus{dstatus(1, minute, "first", 2, 3), dstatus(4, hour, "second", 5, 6)}
 	both := map[string]string{"x-ratelimit-limit": `1, 1;w=60;name="first", 4;w=3600;name="second"`, "x-ratelimit-remaining": "2", "x-ratelimit-reset": "3"}
 	firstOnly := map[string]string{"x-ratelimit-limit": `1, 1;w=60;name="first"`, "x-ratelimit-remaining": "2", "x-ratelimit-reset": "3"}
-	tests := []struct {
-		name              string
-		statuses          []*rlsv3.RateLimitResponse_DescriptorStatus
-		ds                []Descriptor
-		enabled, default0 map[string]string
-	}{
-		{"empty", nil, nil, nil, nil},
+	return []rlHeaderCase{
+		{"empty", nil, []Descriptor{{}}, nil, nil},
 		{"a status without a limit is ignored", []*rlsv3.RateLimitResponse_DescriptorStatus{dstatus(0, minute, "first", 2, 3), dstatus(4, hour, "second", 5, 6)},
 			[]Descriptor{{}, {}}, map[string]string{"x-ratelimit-limit": `4, 4;w=3600;name="second"`, "x-ratelimit-remaining": "5", "x-ratelimit-reset": "6"}, nil},
 		{"an empty name is left out", []*rlsv3.RateLimitResponse_DescriptorStatus{dstatus(1, minute, "", 2, 3)}, []Descriptor{{}},
@@ -53,8 +60,12 @@ func TestRateLimitHeaders(t *testing.T) {
 		{"the fewest-remaining descriptor turns them off", two, []Descriptor{off, {}}, nil, nil},
 		{"another descriptor turned off is left out of the policy", two, []Descriptor{{}, off}, firstOnly, nil},
 		{"explicitly on and off", two, []Descriptor{on, off}, firstOnly, firstOnly},
-		{"more statuses than descriptors", two, nil, both, nil},
+		{"more statuses than descriptors", two, []Descriptor{{}}, both, nil},
 	}
+}
+
+func TestRateLimitHeaders(t *testing.T) {
+	tests := rlHeaderCases()
 	for _, tt := range tests {
 		if got := RateLimitHeaders(tt.ds, true, tt.statuses); !reflect.DeepEqual(got, tt.enabled) && len(got)+len(tt.enabled) > 0 {
 			t.Errorf("%s, enabled: %v, want %v", tt.name, got, tt.enabled)
@@ -65,13 +76,29 @@ func TestRateLimitHeaders(t *testing.T) {
 	}
 }
 
-func TestReplies(t *testing.T) {
-	c := shipped(t)
-	over := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT,
+// The answers of TestReplies (TestRealReplies has Envoy get them).
+func overLimit() *rlsv3.RateLimitResponse {
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT,
 		Statuses:             []*rlsv3.RateLimitResponse_DescriptorStatus{dstatus(5, rlsv3.RateLimitResponse_RateLimit_SECOND, "", 0, 1)},
 		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "1"}},
 		RawBody:              []byte(`{"blocked":"param_flow"}`)}
-	r, err := c.RateLimitReply([]Descriptor{{}}, over)
+}
+
+func deniedCheck() *authv3.CheckResponse {
+	return &authv3.CheckResponse{Status: &status.Status{Code: 7}, HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+		Status: &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests}, Body: "b",
+		Headers: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "retry-after", Value: "2"}}}}}}
+}
+
+func okCheck() *authv3.CheckResponse {
+	return &authv3.CheckResponse{Status: &status.Status{}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+		Headers:              []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-ratelimit-limit", Value: "2"}}},
+		ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-ratelimit-remaining", Value: "1"}}}}}}
+}
+
+func TestReplies(t *testing.T) {
+	c := shipped(t)
+	r, err := c.RateLimitReply([]Descriptor{{}}, overLimit())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +113,10 @@ func TestReplies(t *testing.T) {
 	}
 	// ext_authz: a denial goes to the client; an allow's headers go to the upstream, only
 	// response_headers_to_add to the client.
-	denied := &authv3.CheckResponse{Status: &status.Status{Code: 7}, HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-		Status: &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests}, Body: "b",
-		Headers: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "retry-after", Value: "2"}}}}}}
-	if r, _ := c.CheckReply(denied); r.Status != 429 || r.Body != "b" || r.ClientHeaders["retry-after"][0] != "2" {
+	if r, _ := c.CheckReply(deniedCheck()); r.Status != 429 || r.Body != "b" || r.ClientHeaders["retry-after"][0] != "2" {
 		t.Errorf("denied: %+v", r)
 	}
-	ok := &authv3.CheckResponse{Status: &status.Status{}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-		Headers:              []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-ratelimit-limit", Value: "2"}}},
-		ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-ratelimit-remaining", Value: "1"}}}}}}
-	if r, _ := c.CheckReply(ok); r.Status != 0 || r.UpstreamHeaders["x-ratelimit-limit"][0] != "2" || r.ClientHeaders["x-ratelimit-remaining"][0] != "1" || r.ClientHeaders["x-ratelimit-limit"] != nil {
+	if r, _ := c.CheckReply(okCheck()); r.Status != 0 || r.UpstreamHeaders["x-ratelimit-limit"][0] != "2" || r.ClientHeaders["x-ratelimit-remaining"][0] != "1" || r.ClientHeaders["x-ratelimit-limit"] != nil {
 		t.Errorf("allowed: %+v", r)
 	}
 	if r, _ := c.CheckReply(nil); r.Status != 503 {
