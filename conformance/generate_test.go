@@ -288,3 +288,24 @@ func genRefill(rng *rand.Rand) Case {
 	}
 	return Case{ParamFlowRules: mustJSON([]any{rule}), Relation: relRefill, Trace: trace}
 }
+
+// spacingCases: a throttle rule queueing up to 10 ms, and four requests of one value every
+// millisecond for a second, at counts whose spacing is no whole number of milliseconds (400/s:
+// 2.5 ms; 3/s: 333.3 ms), and at counts of 2000/s and more, where Sentinel's rounded spacing
+// reaches 1 ms and then 0.
+func spacingCases() []Case {
+	var cases []Case
+	for _, count := range []int{3, 7, 400, 1500, 2000, 2500, 3000} {
+		rule := map[string]any{"resource": "res", "paramIdx": 0, "grade": 1, "count": count,
+			"controlBehavior": 2, "maxQueueingTimeMs": 10}
+		var trace []Request
+		for t := range int64(1000) {
+			for range 4 {
+				trace = append(trace, Request{T: t, Resource: "res", Args: [][]string{{"a"}}})
+			}
+		}
+		cases = append(cases, Case{Name: fmt.Sprintf("spacing/%d-per-second", count),
+			ParamFlowRules: mustJSON([]any{rule}), Relation: relSpacing, Trace: trace})
+	}
+	return cases
+}
