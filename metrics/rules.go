@@ -24,6 +24,8 @@ type ruleCollector struct {
 	max       int
 	tracked   *prometheus.Desc
 	evictions *prometheus.Desc
+	overflows *prometheus.Desc
+	stateSize *prometheus.Desc
 	hidden    *prometheus.Desc
 }
 
@@ -36,6 +38,10 @@ func newRuleCollector(stats func() ([]hotparam.Rule, []hotparam.RuleStats), max 
 			"Distinct values tracked now by a hot-param rule; rules past the cap are summed under rule=\"other\".", labels, nil),
 		evictions: prometheus.NewDesc("extauthz_hotparam_evictions_total",
 			"Values a hot-param rule evicted to stay within its capacity (since the rule's state was created); rules past the cap are summed under rule=\"other\", which drops when a rule leaves the sum.", labels, nil),
+		overflows: prometheus.NewDesc("extauthz_hotparam_state_overflows_total",
+			"States of evicted values a hot-param rule forgot, or new values it refused, because its state budget (hot_param.rule_state_budget, or hot_param.state_budget over all rules) was full; rules past the cap are summed under rule=\"other\".", labels, nil),
+		stateSize: prometheus.NewDesc("extauthz_hotparam_state_bytes",
+			"Bytes a hot-param rule holds for the states of values it evicted while not back to their default; rules past the cap are summed under rule=\"other\".", labels, nil),
 		hidden: prometheus.NewDesc("extauthz_hotparam_rules_aggregated",
 			"Hot-param rules whose series are summed under rule=\"other\" because of the cap on per-rule series.", nil, nil),
 	}
@@ -44,6 +50,8 @@ func newRuleCollector(stats func() ([]hotparam.Rule, []hotparam.RuleStats), max 
 func (c *ruleCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tracked
 	ch <- c.evictions
+	ch <- c.overflows
+	ch <- c.stateSize
 	ch <- c.hidden
 }
 
@@ -67,15 +75,17 @@ func (c *ruleCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		rest.Tracked += s.Tracked
 		rest.Evictions += s.Evictions
+		rest.Overflows += s.Overflows
+		rest.StateBytes += s.StateBytes
 		hidden++
 	}
 	slices.SortFunc(top, func(a, b hotparam.RuleStats) int { return cmp.Compare(a.Rule, b.Rule) })
 	for _, s := range top {
 		r := rules[s.Rule]
-		c.emit(ch, strconv.Itoa(s.Rule), r.Resource, r.Param, s.Tracked, s.Evictions)
+		c.emit(ch, strconv.Itoa(s.Rule), r.Resource, r.Param, s)
 	}
 	if hidden > 0 {
-		c.emit(ch, Other, Other, Other, rest.Tracked, rest.Evictions)
+		c.emit(ch, Other, Other, Other, rest)
 	}
 	ch <- prometheus.MustNewConstMetric(c.hidden, prometheus.GaugeValue, float64(hidden))
 }
@@ -106,13 +116,21 @@ func (h *ruleHeap) Pop() any {
 	return x
 }
 
-func (c *ruleCollector) emit(ch chan<- prometheus.Metric, rule, resource, param string, tracked int, evictions uint64) {
+func (c *ruleCollector) emit(ch chan<- prometheus.Metric, rule, resource, param string, s hotparam.RuleStats) {
 	// NewConstMetric rather than MustNewConstMetric: a rule name that is not valid UTF-8 is
 	// left out, never a panic at scrape time.
-	if m, err := prometheus.NewConstMetric(c.tracked, prometheus.GaugeValue, float64(tracked), rule, resource, param); err == nil {
-		ch <- m
-	}
-	if m, err := prometheus.NewConstMetric(c.evictions, prometheus.CounterValue, float64(evictions), rule, resource, param); err == nil {
-		ch <- m
+	for _, v := range []struct {
+		d *prometheus.Desc
+		t prometheus.ValueType
+		v float64
+	}{
+		{c.tracked, prometheus.GaugeValue, float64(s.Tracked)},
+		{c.evictions, prometheus.CounterValue, float64(s.Evictions)},
+		{c.overflows, prometheus.CounterValue, float64(s.Overflows)},
+		{c.stateSize, prometheus.GaugeValue, float64(s.StateBytes)},
+	} {
+		if m, err := prometheus.NewConstMetric(v.d, v.t, v.v, rule, resource, param); err == nil {
+			ch <- m
+		}
 	}
 }

@@ -123,6 +123,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Limiter: limiterOptions(cfg.Store.Redis, cfg.Admin.HotWindow, rem, s.metrics),
 		OnLoad:  s.onLoad,
 	}
+	stateBudget(&storeOpts.Limiter, cfg.HotParam, log)
 	rulesSource(cfg, &storeOpts)
 	store, err := rulestore.New(storeOpts)
 	if err != nil {

@@ -43,6 +43,8 @@ type Config struct {
 	ShutdownGrace time.Duration `json:"shutdown_grace"`
 	// SweepInterval is how often the hot-param state forgets idle values (hotparam's Sweep).
 	SweepInterval time.Duration `json:"sweep_interval"`
+	// HotParam bounds the hot-param state kept of evicted values.
+	HotParam HotParamConfig `json:"hot_param"`
 	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
 	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
 	// like 512MiB sets that (see memlimit).
@@ -63,6 +65,17 @@ type Config struct {
 	Tracing TracingConfig `json:"tracing"`
 	// Decision tunes the decision path: the cap on throttled requests waiting, dry run.
 	Decision policy.Config `json:"decision"`
+}
+
+// HotParamConfig bounds the states kept of the values a hot-param rule evicted while not back
+// to their default (16 bytes each; see hotparam's flood.go): StateBudget over all rules,
+// RuleStateBudget for each rule (sizes like 128MiB). Overflow is what a rule does past them:
+// forget (the states that end soonest: a forgotten value gets its allowance back) or refuse
+// (new values, until states end: no limit is exceeded).
+type HotParamConfig struct {
+	StateBudget     string `json:"state_budget"`
+	RuleStateBudget string `json:"rule_state_budget"`
+	Overflow        string `json:"overflow"`
 }
 
 // TracingConfig is the OTLP/gRPC export of spans (package tracing): off while Endpoint is "".
@@ -171,6 +184,7 @@ func Default() Config {
 		},
 		ShutdownGrace: 15 * time.Second,
 		SweepInterval: time.Minute,
+		HotParam:      HotParamConfig{StateBudget: "256MiB", RuleStateBudget: "128MiB", Overflow: "forget"},
 		Mapping: descriptors.Config{
 			Authz: descriptors.AuthzConfig{Resource: descriptors.DefaultResource},
 			RateLimit: descriptors.RateLimitConfig{
@@ -273,6 +287,14 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		add("sweep_interval", "must be > 0, not %v", c.SweepInterval)
+	}
+	for key, v := range map[string]string{"hot_param.state_budget": c.HotParam.StateBudget, "hot_param.rule_state_budget": c.HotParam.RuleStateBudget} {
+		if _, err := memlimit.ParseSize(v); err != nil {
+			add(key, "%v", strings.TrimSuffix(err.Error(), ", or off"))
+		}
+	}
+	if o := c.HotParam.Overflow; o != "forget" && o != "refuse" {
+		add("hot_param.overflow", "must be forget or refuse, not %q", o)
 	}
 	if err := memlimit.CheckSetting(c.MemoryLimit); err != nil {
 		add("memory_limit", "%v", err)

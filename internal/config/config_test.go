@@ -46,6 +46,7 @@ func TestDefaults(t *testing.T) {
 		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, StreamWorkers: 64, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,
 		SweepInterval: time.Minute,
+		HotParam:      HotParamConfig{StateBudget: "256MiB", RuleStateBudget: "128MiB", Overflow: "forget"},
 		Mapping: descriptors.Config{
 			Authz:     descriptors.AuthzConfig{Resource: "{method}:{path}"},
 			RateLimit: descriptors.RateLimitConfig{ResourceKey: "resource", OriginKey: "origin", LeaseKey: "lease_id"},
@@ -390,6 +391,9 @@ func TestValidate(t *testing.T) {
 		}, []string{"grpc.keepalive.time", "grpc.keepalive.timeout", "grpc.keepalive.min_time"}},
 		{"grace", func(c *Config) { c.ShutdownGrace = 0 }, []string{"shutdown_grace"}},
 		{"sweep interval", func(c *Config) { c.SweepInterval = 0 }, []string{"sweep_interval"}},
+		{"state budget", func(c *Config) { c.HotParam.StateBudget = "lots" }, []string{"hot_param.state_budget"}},
+		{"rule state budget", func(c *Config) { c.HotParam.RuleStateBudget = "0" }, []string{"hot_param.rule_state_budget"}},
+		{"overflow", func(c *Config) { c.HotParam.Overflow = "drop" }, []string{"hot_param.overflow"}},
 		{"memory limit", func(c *Config) { c.MemoryLimit = "1GB" }, []string{"memory_limit"}},
 		{"mapping, by the mapper", func(c *Config) { c.Mapping.Authz.Resource = "{nope}" }, []string{"authz.resource"}},
 		{"param name", func(c *Config) { c.ParamNames = []string{"a", " "} }, []string{"param_names[1]"}},
