@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -94,4 +96,39 @@ func TestRealPaths(t *testing.T) {
 	run("ingress", "/items", "HTTP/1.0")
 	run("ingress", "/items?next=%2Fhome", "")
 	run("unescape", "/a%2Fb", "")
+}
+
+// TestRealMatch serves TestMatch's route table in Envoy (every route answering with its name in
+// x-route) and sends its cases: the route Envoy picks is the one Match picks.
+func TestRealMatch(t *testing.T) {
+	mc, err := Parse("vh.yaml", []byte(matchYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := proto.Clone(mc.Managers[0].GetRouteConfig()).(*routev3.RouteConfiguration)
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			r.GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "upstream"}
+			r.ResponseHeadersToAdd = append(r.ResponseHeadersToAdd, &corev3.HeaderValueOption{
+				Header: &corev3.HeaderValue{Key: "x-route", Value: r.GetName()}})
+		}
+	}
+	e := startReal(t, withListener("match", func(m *hcmv3.HttpConnectionManager) {
+		m.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
+	})).at("match")
+	for _, tt := range matchCases {
+		r := Request{Method: "GET", Host: tt.host, Path: tt.path, Headers: tt.headers, Remote: localAddr}
+		s := e.send(r, nil, nil)
+		got := s.header.Get("x-route")
+		if got == "" && s.status != 404 {
+			got = fmt.Sprintf("status %d", s.status)
+		}
+		st, err := e.conf.Accept(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if emu := st.Route.GetName(); got != emu || got != tt.want {
+			t.Errorf("%s %s %v: Envoy %q, emulation %q, the case %q", tt.host, tt.path, tt.headers, got, emu, tt.want)
+		}
+	}
 }

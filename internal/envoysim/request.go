@@ -2,6 +2,7 @@ package envoysim
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 )
 
 // Match returns the first route of the config whose match accepts req (virtual hosts by exact
-// domain first, then "*"), or nil. Path, prefix, path_separated_prefix and safe_regex paths and
+// domain, the port included as Envoy matches it, first, then "*"), or nil. Path, prefix, path_separated_prefix and safe_regex paths and
 // header matchers are modelled; a route using another matcher is an error.
 func (c *Config) Match(req Request) (*routev3.Route, error) {
 	_, r, err := c.match(req)
@@ -25,9 +26,22 @@ func (c *Config) Match(req Request) (*routev3.Route, error) {
 
 // match returns the virtual host and the route Match selects.
 func (c *Config) match(req Request) (*routev3.VirtualHost, *routev3.Route, error) {
-	host, _, _ := strings.Cut(strings.ToLower(req.Host), ":")
 	for _, m := range c.Managers {
+		// The host is matched with its port, unless ignore_port_in_host_matching.
+		host := strings.ToLower(req.Host)
+		if m.GetRouteConfig().GetIgnorePortInHostMatching() {
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+		}
 		vhs := m.GetRouteConfig().GetVirtualHosts()
+		for _, vh := range vhs {
+			for _, d := range vh.GetDomains() {
+				if d != "*" && strings.Contains(d, "*") {
+					return nil, nil, fmt.Errorf("virtual host %q: wildcard domain %q is not modelled", vh.GetName(), d)
+				}
+			}
+		}
 		var chosen *routev3.VirtualHost
 		for _, vh := range vhs {
 			for _, d := range vh.GetDomains() {

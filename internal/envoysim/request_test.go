@@ -69,8 +69,8 @@ func TestCheckRequest(t *testing.T) {
 	}
 }
 
-func TestMatch(t *testing.T) {
-	c, err := Parse("vh.yaml", []byte(`
+// matchYAML is the route table of TestMatch (TestRealMatch serves it in Envoy).
+const matchYAML = `
 static_resources:
   listeners:
   - name: l
@@ -102,30 +102,38 @@ static_resources:
   clusters:
   - name: c
     load_assignment: {cluster_name: c}
-`))
+`
+
+// matchCases are requests and the route TestMatch's table selects for each ("" none).
+var matchCases = []struct {
+	host, path string
+	headers    map[string][]string
+	want       string
+}{
+	{"x", "/a?q=1", nil, "exact"},
+	{"x", "/a/", nil, ""},
+	{"x", "/b", nil, "sep"},
+	{"x", "/b/x", nil, "sep"},
+	{"x", "/bx", nil, ""},
+	{"x", "/c/12", nil, "re"},
+	{"x", "/c/12x", nil, ""},
+	{"x", "/d/any", nil, "nocase"},
+	{"x", "/e", nil, ""},
+	{"x", "/e", map[string][]string{"x-k": {""}}, "hdr"},
+	{"x", "/f", map[string][]string{"x-k": {"w"}}, "inv"},
+	{"x", "/f", map[string][]string{"x-k": {"v"}}, ""},
+	{"x", "/f", nil, ""}, // a missing header does not match, inverted or not
+	{"special.example", "/a", nil, "special"},
+	{"Special.Example", "/a", nil, "special"},
+	{"special.example:8080", "/a", nil, "exact"}, // the port is part of the host Envoy matches
+}
+
+func TestMatch(t *testing.T) {
+	c, err := Parse("vh.yaml", []byte(matchYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		host, path string
-		headers    map[string][]string
-		want       string
-	}{
-		{"x", "/a?q=1", nil, "exact"},
-		{"x", "/a/", nil, ""},
-		{"x", "/b", nil, "sep"},
-		{"x", "/b/x", nil, "sep"},
-		{"x", "/bx", nil, ""},
-		{"x", "/c/12", nil, "re"},
-		{"x", "/c/12x", nil, ""},
-		{"x", "/d/any", nil, "nocase"},
-		{"x", "/e", nil, ""},
-		{"x", "/e", map[string][]string{"x-k": {""}}, "hdr"},
-		{"x", "/f", map[string][]string{"x-k": {"w"}}, "inv"},
-		{"x", "/f", map[string][]string{"x-k": {"v"}}, ""},
-		{"x", "/f", nil, ""}, // a missing header does not match, inverted or not
-		{"special.example:8080", "/a", nil, "special"},
-	}
+	tests := matchCases
 	for _, tt := range tests {
 		r, err := c.Match(Request{Method: "GET", Host: tt.host, Path: tt.path, Headers: tt.headers})
 		if err != nil {
