@@ -3,11 +3,14 @@ package istio
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
@@ -139,4 +142,94 @@ func TestEnvoyFilterRateLimit(t *testing.T) {
 	if !sawFilter || !sawLimits {
 		t.Errorf("filter patch %v, rate_limits patch %v: want both", sawFilter, sawLimits)
 	}
+}
+
+// TestEnvoyFilterCheckHeaders: the patch merges into the ext_authz filter of the CUSTOM policy
+// an allowed_headers list equal to envoy-config/envoy.yaml's, so that the gateway sends the
+// service what the shipped Envoy does and no other header (no cookie, no authorization).
+func TestEnvoyFilterCheckHeaders(t *testing.T) {
+	objs := decodeFile(t, "envoyfilter-extauthz-headers.yaml")
+	if len(objs) != 1 {
+		t.Fatalf("%d objects", len(objs))
+	}
+	ef := objs[0].Value.(manifest.IstioSpec).Spec().(*networkingv1alpha3.EnvoyFilter)
+	if len(ef.GetConfigPatches()) != 1 {
+		t.Fatalf("%d patches, want 1", len(ef.GetConfigPatches()))
+	}
+	cp := ef.GetConfigPatches()[0]
+	if cp.GetApplyTo() != networkingv1alpha3.EnvoyFilter_HTTP_FILTER || cp.GetPatch().GetOperation() != networkingv1alpha3.EnvoyFilter_Patch_MERGE ||
+		cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName() != "envoy.filters.http.ext_authz" {
+		t.Fatalf("patch %v: want a MERGE into the HTTP filter envoy.filters.http.ext_authz", cp)
+	}
+	f := &hcmv3.HttpFilter{}
+	if err := manifest.DecodeProto(cp.GetPatch().GetValue().AsMap(), f); err != nil {
+		t.Fatal(err)
+	}
+	got := &extauthzv3.ExtAuthz{}
+	if err := f.GetTypedConfig().UnmarshalTo(got); err != nil {
+		t.Fatalf("typed_config is not an ExtAuthz: %v", err)
+	}
+	want := shippedExtAuthz(t)
+	if !proto.Equal(got.GetAllowedHeaders(), want.GetAllowedHeaders()) {
+		t.Errorf("allowed_headers %v, envoy-config/envoy.yaml has %v", got.GetAllowedHeaders(), want.GetAllowedHeaders())
+	}
+	for _, h := range []string{"cookie", "authorization"} {
+		for _, p := range got.GetAllowedHeaders().GetPatterns() {
+			if p.GetExact() == h || (p.GetPrefix() != "" && strings.HasPrefix(h, p.GetPrefix())) {
+				t.Errorf("allowed_headers lets %s through", h)
+			}
+		}
+	}
+	// Nothing else is merged: the provider settings stay meshconfig.yaml's.
+	got.AllowedHeaders = nil
+	if !proto.Equal(got, &extauthzv3.ExtAuthz{}) {
+		t.Errorf("the patch sets more than allowed_headers: %v", got)
+	}
+}
+
+// shippedExtAuthz is the ext_authz filter of envoy-config/envoy.yaml.
+func shippedExtAuthz(t *testing.T) *extauthzv3.ExtAuthz {
+	t.Helper()
+	raw, err := os.ReadFile("../../envoy-config/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		StaticResources struct {
+			Listeners []struct {
+				FilterChains []struct {
+					Filters []struct {
+						TypedConfig struct {
+							HTTPFilters []map[string]any `json:"http_filters"`
+						} `json:"typed_config"`
+					} `json:"filters"`
+				} `json:"filter_chains"`
+			} `json:"listeners"`
+		} `json:"static_resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range doc.StaticResources.Listeners {
+		for _, fc := range l.FilterChains {
+			for _, nf := range fc.Filters {
+				for _, hf := range nf.TypedConfig.HTTPFilters {
+					if hf["name"] != "envoy.filters.http.ext_authz" {
+						continue
+					}
+					f := &hcmv3.HttpFilter{}
+					if err := manifest.DecodeProto(hf, f); err != nil {
+						t.Fatal(err)
+					}
+					a := &extauthzv3.ExtAuthz{}
+					if err := f.GetTypedConfig().UnmarshalTo(a); err != nil {
+						t.Fatal(err)
+					}
+					return a
+				}
+			}
+		}
+	}
+	t.Fatal("envoy-config/envoy.yaml has no ext_authz filter")
+	return nil
 }
