@@ -93,6 +93,7 @@ type Metrics struct {
 	redisBreaker  prometheus.GaugeFunc
 	redisCached   prometheus.CounterFunc
 	queueWaiting  prometheus.GaugeFunc
+	logSuppressed prometheus.Counter
 	sources       atomic.Pointer[Sources] // read at scrape time; see Watch
 }
 
@@ -182,16 +183,21 @@ func New(opts Options) *Metrics {
 			}
 			return 0
 		}),
+		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "extauthz_decision_log_suppressed_total",
+			Help: "Decision log lines left out over decision_log.max_per_second (counted once their second is over).",
+		}),
 	}
 	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits})
 	noResources, noDomains := table{}, map[string]struct{}{}
 	m.resources.Store(&noResources)
 	m.domains.Store(&noDomains)
 	m.lastReloadOK.Set(1)
+	m.zeroCounters()
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
-		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting)
+		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting, m.logSuppressed)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
@@ -292,6 +298,9 @@ func (m *Metrics) Reload(applied bool, version uint64, rules int) {
 	m.rulesVersion.Set(float64(version))
 	m.rulesCount.Set(float64(rules))
 }
+
+// DecisionLogSuppressed records n decision log lines left out over the cap on lines a second.
+func (m *Metrics) DecisionLogSuppressed(n uint64) { m.logSuppressed.Add(float64(n)) }
 
 // RedisCall records one call to the shared store: its round-trip time, and whether it failed.
 func (m *Metrics) RedisCall(latency time.Duration, err error) {

@@ -145,7 +145,8 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	}
 	s.tls = tlsr
 	obs := observe.Options{Redact: red.Value, LeaseKey: cfg.Mapping.RateLimit.LeaseKey,
-		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery)}
+		AllowedEvery: uint64(cfg.DecisionLog.AllowedEvery), MaxPerSecond: cfg.DecisionLog.MaxPerSecond,
+		OnSuppressed: s.metrics.DecisionLogSuppressed}
 	if s.tracing.Enabled() { // off: no span is started, Envoy's trace id still logged
 		obs.Tracer = s.tracing.Tracer()
 	}

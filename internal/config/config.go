@@ -14,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/memlimit"
+	"github.com/extauthz/extauthz/internal/observe"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redact"
@@ -86,10 +87,12 @@ type TracingConfig struct {
 }
 
 // DecisionLogConfig says which decisions are logged (package internal/observe): every block
-// when Enabled, and one allowed call in AllowedEvery (0: none).
+// when Enabled, and one allowed call in AllowedEvery (0: none), at most MaxPerSecond lines a
+// second (the others are counted and reported in one line a second).
 type DecisionLogConfig struct {
 	Enabled      bool `json:"enabled"`
 	AllowedEvery int  `json:"allowed_every"`
+	MaxPerSecond int  `json:"max_per_second"`
 }
 
 // SensitiveConfig marks params whose values are secrets (package redact): besides the params
@@ -210,7 +213,7 @@ func Default() Config {
 		RulesEtcd: etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: etcdrules.DefaultDialTimeout,
 			CheckInterval: etcdrules.DefaultCheckInterval},
 		Sensitive:   SensitiveConfig{Params: []string{}},
-		DecisionLog: DecisionLogConfig{Enabled: true},
+		DecisionLog: DecisionLogConfig{Enabled: true, MaxPerSecond: observe.DefaultMaxPerSecond},
 		Tracing:     TracingConfig{SampleRatio: 1},
 		Decision:    policy.Config{MaxWaiting: policy.DefaultMaxWaiting},
 	}
@@ -372,6 +375,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DecisionLog.AllowedEvery < 0 {
 		add("decision_log.allowed_every", "must not be negative, not %d", c.DecisionLog.AllowedEvery)
+	}
+	if c.DecisionLog.MaxPerSecond < 1 {
+		add("decision_log.max_per_second", "must be at least 1, not %d", c.DecisionLog.MaxPerSecond)
 	}
 
 	if len(errs) == 0 {

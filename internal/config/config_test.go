@@ -59,7 +59,7 @@ func TestDefaults(t *testing.T) {
 		}},
 		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second, CheckInterval: 10 * time.Second},
 		Sensitive:   SensitiveConfig{Params: []string{}},
-		DecisionLog: DecisionLogConfig{Enabled: true},
+		DecisionLog: DecisionLogConfig{Enabled: true, MaxPerSecond: 100},
 		Tracing:     TracingConfig{SampleRatio: 1},
 		Decision:    policy.Config{MaxWaiting: 4096},
 	}
@@ -432,6 +432,7 @@ func TestValidate(t *testing.T) {
 		{"short sensitive key", func(c *Config) { c.Sensitive.Key = "hunter2" }, []string{"sensitive.key"}},
 		{"sensitive key", func(c *Config) { c.Sensitive.Key = "0123456789abcdef" }, nil},
 		{"allowed_every", func(c *Config) { c.DecisionLog.AllowedEvery = -1 }, []string{"decision_log.allowed_every"}},
+		{"max_per_second", func(c *Config) { c.DecisionLog.MaxPerSecond = 0 }, []string{"decision_log.max_per_second"}},
 		{"tracing", func(c *Config) {
 			c.Tracing.Endpoint = "collector"
 			c.Tracing.SampleRatio = 1.5

@@ -9,6 +9,7 @@ package envoysim
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -39,6 +40,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"sigs.k8s.io/yaml"
 
 	"github.com/extauthz/extauthz/internal/envoytest"
 )
@@ -489,7 +491,6 @@ func generated(v, sent string) string {
 // its output and whether Envoy accepts it.
 func validate(t *testing.T, vs ...variant) (string, bool) {
 	t.Helper()
-	bin := envoytest.Binary(t)
 	base, err := Load(shippedEnvoy)
 	if err != nil {
 		t.Fatal(err)
@@ -502,15 +503,37 @@ func validate(t *testing.T, vs ...variant) (string, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ups := map[string][]string{}
-	for _, c := range b.GetStaticResources().GetClusters() {
-		ups[c.GetName()] = []string{"127.0.0.1:1"}
+	return validateDoc(t, doc)
+}
+
+// validateDoc runs `envoy --mode validate` on doc (YAML or JSON), its listeners on loopback and
+// its clusters pointing at a closed port, and returns Envoy's output and whether it accepts it.
+func validateDoc(t *testing.T, doc []byte) (string, bool) {
+	t.Helper()
+	bin := envoytest.Binary(t)
+	var names struct {
+		StaticResources struct {
+			Clusters []struct {
+				Name string `json:"name"`
+			} `json:"clusters"`
+		} `json:"static_resources"`
 	}
-	if doc, err = envoytest.Bootstrap(doc, envoytest.Rewrite{Upstreams: ups}); err != nil {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &names); err != nil {
+		t.Fatal(err)
+	}
+	ups := map[string][]string{}
+	for _, c := range names.StaticResources.Clusters {
+		ups[c.Name] = []string{"127.0.0.1:1"}
+	}
+	if js, err = envoytest.Bootstrap(js, envoytest.Rewrite{Upstreams: ups}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "envoy.json")
-	if err := os.WriteFile(path, doc, 0o644); err != nil {
+	if err := os.WriteFile(path, js, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "--mode", "validate", "-c", path, "--log-level", "error").CombinedOutput()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -70,6 +71,15 @@ type Options struct {
 	Tracer trace.Tracer
 	// Propagator reads Envoy's trace context; nil means tracing.Propagator (W3C and B3).
 	Propagator propagation.TextMapPropagator
+	// MaxPerSecond caps the decision lines written in a second of Now, blocks and sampled
+	// allows together; those over it are left out, and once the second is over one line
+	// (MsgSuppressed, at warn) says how many. 0 means DefaultMaxPerSecond.
+	MaxPerSecond int
+	// OnSuppressed, when set, is told how many lines each MsgSuppressed line reports (for a
+	// counter).
+	OnSuppressed func(n uint64)
+	// Now is the clock of MaxPerSecond; nil means time.Now.
+	Now func() time.Time
 }
 
 // Observer reports decisions. It is safe for concurrent use.
@@ -81,6 +91,9 @@ type Observer struct {
 	redact       func(param, value string) string
 	leaseKey     string
 	allowed      atomic.Uint64 // allowed calls seen, for the sampling
+	now          func() time.Time
+	budget       budget // lines per second
+	onSuppressed func(n uint64)
 }
 
 // New returns an Observer.
@@ -92,6 +105,14 @@ func New(opts Options) *Observer {
 	}
 	if o.prop == nil {
 		o.prop = tracing.Propagator()
+	}
+	o.now, o.onSuppressed = opts.Now, opts.OnSuppressed
+	if o.now == nil {
+		o.now = time.Now
+	}
+	o.budget.max = opts.MaxPerSecond
+	if o.budget.max <= 0 {
+		o.budget.max = DefaultMaxPerSecond
 	}
 	return o
 }
@@ -118,7 +139,11 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	o.complete(d, api, resp, err)
 	// What only a report needs (the request id, Envoy's trace context) is read only for a call
 	// that is reported: most calls are allowed and neither logged nor traced.
+	var at time.Time // the line's time, as the cap on lines a second counted it
 	logged := o.logs(d)
+	if logged {
+		logged, at = o.admit()
+	}
 	recording := span != nil && span.IsRecording()
 	if logged || recording {
 		o.fillRequestID(ctx, d, req)
@@ -131,7 +156,7 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		if span == nil {
 			sc = trace.SpanContextFromContext(o.extract(ctx, req)) // the trace Envoy sent
 		}
-		o.logDecision(d, sc, err)
+		o.logDecision(d, at, sc, err)
 	}
 	return resp, err
 }
@@ -224,8 +249,9 @@ func blocks(d *audit.Decision) bool {
 	return d.Shadow || (d.Result != ResultAllowed && d.Result != ResultThrottled)
 }
 
-// logs reports whether d goes to the decision log: every block, one allow in allowedEvery (an
-// allow counts towards the sampling when it is asked about).
+// logs reports whether d goes to the decision log, within the lines a second allow (admit):
+// every block, one allow in allowedEvery (an allow counts towards the sampling when it is
+// asked about).
 func (o *Observer) logs(d *audit.Decision) bool {
 	if o.log == nil || d.Result == "" {
 		return false
@@ -236,23 +262,25 @@ func (o *Observer) logs(d *audit.Decision) bool {
 	return o.allowedEvery != 0 && (o.allowed.Add(1)-1)%o.allowedEvery == 0
 }
 
-// logDecision writes d to the decision log, with the trace id of sc when it has one.
-func (o *Observer) logDecision(d *audit.Decision, sc trace.SpanContext, err error) {
+// logDecision writes d to the decision log at time at, with the trace id of sc when it has
+// one.
+func (o *Observer) logDecision(d *audit.Decision, at time.Time, sc trace.SpanContext, err error) {
 	ce := o.log.Check(zap.InfoLevel, "decision")
 	if ce == nil {
 		return
 	}
+	ce.Time = at
 	value := o.value(d)
 	fields := []zap.Field{
 		zap.String("api", d.API),
 		zap.String("request_id", d.RequestID),
 		zap.String("result", d.Result),
 		zap.String("reason", d.Reason),
-		zap.String("resource", d.Resource),
+		zap.String("resource", cut(d.Resource)),
 		zap.String("rule", d.Rule),
-		zap.String("origin", d.Origin),
-		zap.String("param", d.Param),
-		zap.String("value", value),
+		zap.String("origin", cut(d.Origin)),
+		zap.String("param", cut(d.Param)),
+		zap.String("value", cut(value)),
 	}
 	if d.Shadow {
 		fields = append(fields, zap.Bool("shadow", true))

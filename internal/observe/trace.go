@@ -46,8 +46,8 @@ func (o *Observer) endSpan(span trace.Span, d *audit.Decision, err error) {
 	}
 	for _, kv := range [...]struct{ k, v string }{
 		{"extauthz.request_id", d.RequestID}, {"extauthz.reason", d.Reason},
-		{"extauthz.resource", d.Resource}, {"extauthz.rule", d.Rule}, {"extauthz.origin", d.Origin},
-		{"extauthz.param", d.Param}, {"extauthz.value", o.value(d)},
+		{"extauthz.resource", cut(d.Resource)}, {"extauthz.rule", d.Rule}, {"extauthz.origin", cut(d.Origin)},
+		{"extauthz.param", cut(d.Param)}, {"extauthz.value", cut(o.value(d))},
 	} {
 		if kv.v != "" {
 			attrs = append(attrs, attribute.String(kv.k, kv.v))
