@@ -2,6 +2,7 @@ package envoygateway
 
 import (
 	"os"
+	"reflect"
 	"testing"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
@@ -9,8 +10,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/extauthz/extauthz/deploy/internal/checks"
 	"github.com/extauthz/extauthz/deploy/internal/manifest"
@@ -78,13 +81,13 @@ func TestSecurityPolicyExtAuth(t *testing.T) {
 
 func TestRateLimitPatch(t *testing.T) {
 	objs := decodeFile(t, "ratelimit-patch.yaml")
-	eg, _ := objs.Find("EnvoyGateway", "").(*egv1a1.EnvoyGateway)
-	epp, _ := objs.Find("EnvoyPatchPolicy", "extauthz-ratelimit").(*egv1a1.EnvoyPatchPolicy)
-	if eg == nil || epp == nil {
-		t.Fatalf("want the EnvoyGateway config and an EnvoyPatchPolicy, got %v", objs.Kinds())
+	// Every document is for kubectl apply: the EnvoyGateway config is not a resource.
+	if kinds := objs.Kinds(); len(objs) != 1 || kinds["EnvoyPatchPolicy"] != 1 {
+		t.Fatalf("want only the EnvoyPatchPolicy, got %v", kinds)
 	}
-	if eg.ExtensionAPIs == nil || !eg.ExtensionAPIs.EnableEnvoyPatchPolicy {
-		t.Error("EnvoyGateway config does not enable EnvoyPatchPolicy: the patch would be ignored")
+	epp, _ := objs.Find("EnvoyPatchPolicy", "extauthz-ratelimit").(*egv1a1.EnvoyPatchPolicy)
+	if epp == nil {
+		t.Fatalf("no EnvoyPatchPolicy extauthz-ratelimit")
 	}
 	if epp.Spec.Type != egv1a1.JSONPatchEnvoyPatchType {
 		t.Errorf("patch type %s", epp.Spec.Type)
@@ -129,6 +132,9 @@ func TestRateLimitPatch(t *testing.T) {
 			if c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"] == nil {
 				t.Error("cluster does not speak HTTP/2: gRPC needs it")
 			}
+			if want := shippedCluster(t).GetCircuitBreakers(); !proto.Equal(c.GetCircuitBreakers(), want) {
+				t.Errorf("circuit_breakers %v, want envoy-config/envoy.yaml's %v", c.GetCircuitBreakers(), want)
+			}
 		default:
 			t.Errorf("patch %d: type %s not checked", i, p.Type)
 		}
@@ -139,4 +145,57 @@ func TestRateLimitPatch(t *testing.T) {
 	if filterCluster == "" || filterCluster != clusterName {
 		t.Errorf("the filter calls cluster %q, the patch adds %q", filterCluster, clusterName)
 	}
+}
+
+// TestGatewayHelmValues: the values enable EnvoyPatchPolicy in Envoy Gateway's config (the
+// chart renders config.envoyGateway as its EnvoyGateway document) and set nothing else.
+func TestGatewayHelmValues(t *testing.T) {
+	raw, err := os.ReadFile("gateway-helm-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			EnvoyGateway egv1a1.EnvoyGatewaySpec `json:"envoyGateway"`
+		} `json:"config"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &v); err != nil {
+		t.Fatalf("gateway-helm-values.yaml: %v", err)
+	}
+	eg := v.Config.EnvoyGateway
+	if eg.ExtensionAPIs == nil || !eg.ExtensionAPIs.EnableEnvoyPatchPolicy {
+		t.Error("the values do not enable EnvoyPatchPolicy: ratelimit-patch.yaml would be ignored")
+	}
+	eg.ExtensionAPIs = nil
+	if !reflect.DeepEqual(eg, egv1a1.EnvoyGatewaySpec{}) {
+		t.Errorf("the values set more than extensionApis: %+v", eg)
+	}
+}
+
+// shippedCluster is the extauthz cluster of envoy-config/envoy.yaml.
+func shippedCluster(t *testing.T) *clusterv3.Cluster {
+	t.Helper()
+	raw, err := os.ReadFile("../../envoy-config/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		StaticResources struct {
+			Clusters []map[string]any `json:"clusters"`
+		} `json:"static_resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range doc.StaticResources.Clusters {
+		if c["name"] == "extauthz" {
+			out := &clusterv3.Cluster{}
+			if err := manifest.DecodeProto(c, out); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+	t.Fatal("envoy-config/envoy.yaml has no extauthz cluster")
+	return nil
 }
