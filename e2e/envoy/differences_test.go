@@ -3,6 +3,9 @@ package envoy
 import (
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/extauthz/extauthz/internal/envoysim"
+	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
 // Each test here settles one place where what we believed of Envoy (the emulation in
@@ -406,4 +410,40 @@ func simProtos(ds []envoysim.Descriptor) []*ratelimitcommonv3.RateLimitDescripto
 		out = append(out, d.Proto())
 	}
 	return out
+}
+
+// TestMinimumVersion: envoy.yaml says it needs Envoy 1.38, the release that added
+// hits_addend.is_negative_hits (Envoy's changelogs/1.38.0.yaml, new_features, ratelimit). Only
+// 1.40 runs here, so what is shown is why an older Envoy refuses the file: Envoy 1.40 accepts
+// it, and refuses the same file when that one field has a name it does not know, as an Envoy
+// from before the field (1.37 or older) sees the shipped one.
+func TestMinimumVersion(t *testing.T) {
+	bin := envoytest.Binary(t)
+	src, err := os.ReadFile(envoyYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "needs Envoy 1.38 or newer") {
+		t.Error("envoy.yaml does not state its minimum Envoy, 1.38")
+	}
+	validate := func(name string, b []byte) (bool, string) {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "--mode", "validate", "-c", path, "--log-level", "error").CombinedOutput()
+		return err == nil, string(out)
+	}
+	if ok, out := validate("envoy.yaml", src); !ok {
+		t.Fatalf("Envoy %s refuses envoy.yaml:\n%s", envoytest.Version, out)
+	}
+	const field = "is_negative_hits: true"
+	if strings.Count(string(src), field) != 1 {
+		t.Fatalf("envoy.yaml has %d %q, want 1", strings.Count(string(src), field), field)
+	}
+	older := strings.Replace(string(src), field, "is_negative_hits_unknown: true", 1)
+	ok, out := validate("older.yaml", []byte(older))
+	if ok || !strings.Contains(out, "is_negative_hits_unknown") {
+		t.Errorf("Envoy accepted a hits_addend field it does not know (ok %v):\n%s", ok, out)
+	}
 }
