@@ -308,15 +308,21 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	default:
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
-	rule.Count = requiredWhole(r, given, "count", d.Count)
+	rule.Count = sentinelCount(r, given, d.Count)
 	rule.Grade = sentinelGrade(r, given, d.Grade)
-	switch d.ControlBehavior {
-	case 0:
-		rule.Behavior = hotparam.Reject
-	case 2:
+	var ignored []string // fields Sentinel's param checker ignores in this rule's mode
+	switch {
+	case d.ControlBehavior == 2:
 		rule.Behavior = hotparam.Throttle
+	case d.ControlBehavior < 0:
+		r.add("controlBehavior", "must not be negative, got %d (Sentinel skips such a rule)", d.ControlBehavior)
 	default:
-		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle; warm-up is not supported)", d.ControlBehavior)
+		// Sentinel's param checker runs every behaviour but the rate limiter (2) as the
+		// default: warm-up (1, 3) is not applied to param-flow rules.
+		rule.Behavior = hotparam.Reject
+		if d.ControlBehavior != 0 {
+			ignored = append(ignored, fmt.Sprintf("controlBehavior %d (run as 0, reject)", d.ControlBehavior))
+		}
 	}
 	if given.has("durationInSec") {
 		if d.DurationInSec < 1 {
@@ -331,6 +337,21 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		r.add("maxQueueingTimeMs", "too large: %d", d.MaxQueueingTimeMs)
 	} else {
 		rule.MaxQueueingTime = time.Duration(d.MaxQueueingTimeMs) * time.Millisecond
+	}
+	if rule.Behavior != hotparam.Throttle || rule.Grade != hotparam.QPS {
+		if rule.MaxQueueingTime > 0 {
+			ignored = append(ignored, "maxQueueingTimeMs")
+		}
+		rule.MaxQueueingTime = 0
+	}
+	if rule.Behavior == hotparam.Throttle || rule.Grade != hotparam.QPS {
+		if rule.Burst > 0 {
+			ignored = append(ignored, "burstCount")
+		}
+		rule.Burst = 0
+	}
+	if len(ignored) > 0 && len(r.errs) == 0 {
+		p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("%s: ignored in this rule's mode, as Sentinel's param checker ignores it", strings.Join(ignored, ", ")))
 	}
 	var num *Number
 	rule.Items, num = p.sentinelItems(r, d.Resource, d.ParamFlowItemList)
@@ -347,6 +368,9 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		maxQueueing: "maxQueueingTimeMs", cluster: "clusterMode",
 	})
 	if len(r.errs) == 0 {
+		if d.ClusterMode && (!ccGiven.ok() || !given.has("clusterConfig") || cc.FlowID <= 0) {
+			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode without a clusterConfig giving a flowId above 0: Sentinel skips this rule as invalid, so it limits nothing there; here it is loaded and limits (give it a clusterConfig, or drop the rule, to match)")
+		}
 		switch {
 		case d.ClusterMode && !p.opts.ClusterEnabled:
 			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
@@ -361,15 +385,15 @@ func (p *parser) sentinelParam(i int, ms []member) {
 // otherwise. A cluster rule's count is shared by all replicas (Sentinel's thresholdType 1,
 // global); thresholdType 0 (the average per client, Sentinel's default) is read that way too.
 // What the rule does while the store fails is store.redis.fallback, for every cluster rule:
-// fallbackToLocalWhenFail true (Sentinel's default) is "local", false is "allow" (Sentinel then
-// lets requests through).
+// fallbackToLocalWhenFail true is "local", false (the default of a param rule's clusterConfig)
+// is "allow" (Sentinel then lets requests through).
 func (p *parser) clusterConfigNotes(i int, resource string, cc sentinelClusterDoc, given fieldSet) {
 	if given.has("thresholdType") && cc.ThresholdType == 0 || !given.has("thresholdType") {
 		p.warn(sectionParamFlow, i, resource, "clusterConfig.thresholdType 0 (a count per client, averaged) is read as a global count shared by all replicas: multiply count by the replicas to keep the total")
 	}
-	want := "local"
-	if given.has("fallbackToLocalWhenFail") && !cc.FallbackToLocalWhenFail {
-		want = "allow"
+	want := "allow" // ParamFlowClusterConfig's default is false
+	if cc.FallbackToLocalWhenFail {
+		want = "local"
 	}
 	if have := p.opts.ClusterFallback; have != "" && have != want {
 		p.warn(sectionParamFlow, i, resource, fmt.Sprintf("clusterConfig.fallbackToLocalWhenFail asks for store.redis.fallback: %s while the store fails, but it is %s (it applies to every cluster rule)", want, have))
@@ -396,6 +420,25 @@ func (p *parser) paramName(r *ruleErrs, idx int) string {
 		r.add("paramIdx", "index %d names an empty param", idx)
 	}
 	return names[i]
+}
+
+// sentinelCount is a Sentinel rule's count as its checker uses it: (long) count, a fraction cut
+// off. Negative counts are refused (Sentinel skips such a rule).
+func sentinelCount(r *ruleErrs, given fieldSet, f float64) int64 {
+	switch {
+	case fieldFailed(r, "count"):
+		return 0
+	case !given.has("count"):
+		r.add("count", "required")
+		return 0
+	case f < 0:
+		r.add("count", "must not be negative, got %s (Sentinel skips such a rule)", formatNumber(f))
+		return 0
+	case f > 1<<62:
+		r.add("count", "too large: %s (at most 2^62)", formatNumber(f))
+		return 0
+	}
+	return int64(f)
 }
 
 // sentinelGrade is the grade of a Sentinel rule: 1 (QPS, also when not given) or 0 (thread

@@ -162,10 +162,12 @@ func TestSentinelClusterConfig(t *testing.T) {
 		{`{"flowId": 1, "thresholdType": 1, "fallbackToLocalWhenFail": true}`, "local", nil},
 		{`{"flowId": 1, "thresholdType": 1, "fallbackToLocalWhenFail": false}`, "allow", nil},
 		{`{"flowId": 1, "thresholdType": 0, "fallbackToLocalWhenFail": true}`, "local", []string{"thresholdType 0"}},
-		{`{"flowId": 1}`, "local", []string{"thresholdType 0"}},
-		{`{"thresholdType": 1, "fallbackToLocalWhenFail": false}`, "local", []string{"asks for store.redis.fallback: allow while the store fails, but it is local"}},
-		{`{"thresholdType": 1}`, "deny", []string{"asks for store.redis.fallback: local"}},
-		{`{"thresholdType": 1, "fallbackToLocalWhenFail": true}`, "", nil},
+		// fallbackToLocalWhenFail defaults to false in a param rule's clusterConfig.
+		{`{"flowId": 1}`, "allow", []string{"thresholdType 0"}},
+		{`{"flowId": 2, "thresholdType": 1, "fallbackToLocalWhenFail": false}`, "local", []string{"asks for store.redis.fallback: allow while the store fails, but it is local"}},
+		{`{"flowId": 2, "thresholdType": 1}`, "deny", []string{"asks for store.redis.fallback: allow"}},
+		{`{"flowId": 2, "thresholdType": 1, "fallbackToLocalWhenFail": true}`, "", nil},
+		{`{"thresholdType": 1, "fallbackToLocalWhenFail": true}`, "", []string{"Sentinel skips this rule as invalid"}},
 		{`{"thresholdType": 1, "sampleCnt": 10}`, "", []string{"error"}},
 	}
 	for _, tc := range tests {
