@@ -3,6 +3,7 @@ package envoyapi
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -41,8 +42,14 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	case policy.Authority:
 		return denied(typev3.StatusCode_Forbidden, nil, string(appendBody(nil, &v.Block))), nil
 	case policy.ParamFlow:
-		h := make([]*corev3.HeaderValueOption, 0, 5)
+		h := make([]*corev3.HeaderValueOption, 0, 6)
 		h = append(h, headerOption(HeaderRetryAfter, itoa(retryAfter(v.RetryAfter))))
+		if isGRPC(req) {
+			// Envoy answers a gRPC call refused with 429 as UNAVAILABLE, which gRPC clients
+			// retry; RESOURCE_EXHAUSTED they do not (the rate-limit filter's
+			// rate_limited_as_resource_exhausted, for ext_authz).
+			h = append(h, headerOption(HeaderGRPCStatus, grpcResourceExhausted))
+		}
 		if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
 			h = rateHeaders(h, &v.Statuses[0])
 		}
@@ -85,3 +92,16 @@ func denied(code typev3.StatusCode, h []*corev3.HeaderValueOption, body string) 
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// HeaderGRPCStatus is the status of a gRPC call, which a denied Check of a gRPC request sets.
+const HeaderGRPCStatus = "grpc-status"
+
+// grpcResourceExhausted is codes.ResourceExhausted as grpc-status spells it.
+var grpcResourceExhausted = strconv.Itoa(int(codes.ResourceExhausted))
+
+// isGRPC reports whether the checked request is a gRPC call (its content-type, which Envoy
+// sends when the ext_authz filter's allowed_headers lets it).
+func isGRPC(req *authv3.CheckRequest) bool {
+	ct := req.GetAttributes().GetRequest().GetHttp().GetHeaders()["content-type"]
+	return strings.HasPrefix(ct, "application/grpc")
+}

@@ -451,7 +451,8 @@ func allowedHeaderErrors(c *Config, m descriptors.Config) []string {
 // serviceHeaders are the request headers the service reads besides the mapping's: the decision
 // log's x-request-id and the trace context its spans continue (W3C; B3, also as b3Prefix).
 var serviceHeaders = []string{"x-request-id", "traceparent", "tracestate", "b3",
-	"x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags"}
+	"x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags",
+	"content-type"} // a gRPC call's refusal carries grpc-status (envoyapi.isGRPC)
 
 const b3Prefix = "x-b3-"
 

@@ -49,8 +49,10 @@ func (c *Config) RateLimitReply(ds []Descriptor, resp *rlsv3.RateLimitResponse) 
 	if f == nil {
 		return Reply{}, errors.New("no ratelimit filter")
 	}
-	if f.GetEnableRetryAfterHeader() || f.GetRateLimitedAsResourceExhausted() || f.GetFailureModeDenyPercent() != nil {
-		return Reply{}, errors.New("ratelimit filter: enable_retry_after_header, rate_limited_as_resource_exhausted and failure_mode_deny_percent are not modelled")
+	// rate_limited_as_resource_exhausted changes only what a gRPC call is told; these replies
+	// are of HTTP requests (e2e/envoy's TestGRPCStatusThroughEnvoy runs gRPC calls).
+	if f.GetEnableRetryAfterHeader() || f.GetFailureModeDenyPercent() != nil {
+		return Reply{}, errors.New("ratelimit filter: enable_retry_after_header and failure_mode_deny_percent are not modelled")
 	}
 	enforced, err := fullOrNone("filter_enforced", f.GetFilterEnforced())
 	if err != nil {
