@@ -107,6 +107,9 @@ func modelledManager(m *hcmv3.HttpConnectionManager) error {
 	if len(m.GetEarlyHeaderMutationExtensions()) > 0 {
 		bad = append(bad, "early_header_mutation_extensions")
 	}
+	if m.GetForwardClientCertDetails() != hcmv3.HttpConnectionManager_SANITIZE {
+		bad = append(bad, "forward_client_cert_details "+m.GetForwardClientCertDetails().String())
+	}
 	if m.GetForwardProtoConfig() != nil {
 		bad = append(bad, "forward_proto_config")
 	}
@@ -293,7 +296,8 @@ var (
 		"x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries", "x-envoy-upstream-alt-stat-name",
 		"x-envoy-upstream-rq-timeout-ms", "x-envoy-upstream-rq-per-try-timeout-ms",
 		"x-envoy-upstream-rq-timeout-alt-response", "x-envoy-expected-rq-timeout-ms",
-		"x-envoy-force-trace", "x-envoy-ip-tags", "x-envoy-original-url", "x-envoy-hedge-on-per-try-timeout"}
+		"x-envoy-force-trace", "x-envoy-ip-tags", "x-envoy-original-url", "x-envoy-hedge-on-per-try-timeout",
+		"x-envoy-original-path"}
 	edgeOnly = []string{"x-envoy-decorator-operation", "x-envoy-downstream-service-cluster",
 		"x-envoy-downstream-service-node"}
 )
@@ -313,6 +317,9 @@ func (c *Config) mutateHeaders(m *hcmv3.HttpConnectionManager, r *Request, s *St
 	for _, h := range hopByHop {
 		delete(r.Headers, h)
 	}
+	// forward_client_cert_details SANITIZE (the default, the only one modelled): a client's
+	// x-forwarded-client-cert never reaches the filters.
+	delete(r.Headers, "x-forwarded-client-cert")
 	if len(r.Headers["cookie"]) > 1 && r.Protocol == "HTTP/2" {
 		// The HTTP/2 codec puts cookie crumbs back together into one header, joined with
 		// "; ". Over HTTP/1 each cookie header stays an entry of its own.

@@ -172,6 +172,14 @@ func mutateCases() []mutateCase {
 			r.Protocol = "HTTP/2"
 			return r
 		}(), "192.0.2.10", map[string][]string{"cookie": {"a=1; b=2"}}},
+		{"other x-envoy headers and x-forwarded-client-cert", 0, false,
+			external("GET", "/items", "x-forwarded-client-cert", "By=spiffe://evil", "x-envoy-original-path", "/a",
+				"x-envoy-attempt-count", "3", "x-envoy-ratelimited", "true", "x-envoy-decorator-operation", "op",
+				"x-envoy-expected-rq-timeout-ms", "1", "x-envoy-upstream-service-time", "2", "x-envoy-peer-metadata", "m",
+				"x-envoy-original-dst-host", "1.2.3.4:80", "x-envoy-hedge-on-per-try-timeout", "true",
+				"x-forwarded-host", "evil", "x-forwarded-port", "1", "x-real-ip", "1.1.1.1"), "192.0.2.10",
+			map[string][]string{"x-forwarded-client-cert": nil, "x-envoy-original-path": nil,
+				"x-envoy-attempt-count": {"3"}, "x-envoy-peer-metadata": {"m"}, "x-forwarded-host": {"evil"}}},
 		{"HTTP/1.1 cookie headers stay apart", 0, false, external("GET", "/items", "cookie", "a=1", "cookie", "b=2"),
 			"192.0.2.10", map[string][]string{"cookie": {"a=1", "b=2"}}},
 	}
