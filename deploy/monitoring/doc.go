@@ -1,5 +1,7 @@
 // Package monitoring holds extauthz's Prometheus alert rules (alerts.yaml, with their promtool
-// unit tests in alerts_test.yaml) and its Grafana dashboard (dashboard.json). Its tests check
+// unit tests in alerts_test.yaml), an alert on Envoy's own metrics of its calls to the service
+// (envoy-alerts.yaml, tested in envoy-alerts_test.yaml), and its Grafana dashboard
+// (dashboard.json). Its tests check
 // the rules with promtool and evaluate every dashboard query and alert expression in a real
 // Prometheus scraping the built binary under known traffic.
 package monitoring
