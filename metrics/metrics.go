@@ -193,6 +193,7 @@ func New(opts Options) *Metrics {
 	m.resources.Store(&noResources)
 	m.domains.Store(&noDomains)
 	m.lastReloadOK.Set(1)
+	m.zeroCounters()
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,

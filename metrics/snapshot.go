@@ -92,7 +92,9 @@ func (m *Metrics) store() Store {
 		}
 	})
 	each(m.redisFallback, func(labels map[string]string, v float64) {
-		s.Fallbacks[labels["policy"]] += uint64(v)
+		if v > 0 { // the policies' series exist at 0 from the start
+			s.Fallbacks[labels["policy"]] += uint64(v)
+		}
 	})
 	return s
 }

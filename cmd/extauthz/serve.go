@@ -92,6 +92,8 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	// The stores report to the metrics; the metrics read the stores and the decision path once
 	// they are built (Watch).
 	s.metrics = metrics.New(metrics.Options{})
+	bi := readBuildInfo()
+	s.metrics.SetBuild(metrics.BuildInfo{Version: bi.Version, Commit: bi.Commit, GoVersion: bi.Go})
 
 	mapper, err := descriptors.New(cfg.Mapping)
 	if err != nil {

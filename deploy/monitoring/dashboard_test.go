@@ -202,7 +202,7 @@ func TestAlertsShape(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []string{"ExtauthzRulesLoadFailing", "ExtauthzRedisBreakerOpen", "ExtauthzRedisFallbacks", "ExtauthzHotParamEvictions", "ExtauthzDecisionLatencyHigh", "ExtauthzThrottleQueueFull"} {
+	for _, a := range []string{"ExtauthzTargetDown", "ExtauthzRulesLoadFailing", "ExtauthzRedisBreakerOpen", "ExtauthzRedisFallbacks", "ExtauthzHotParamEvictions", "ExtauthzDecisionLatencyHigh", "ExtauthzThrottleQueueFull"} {
 		if !seen[a] {
 			t.Errorf("alert %s missing", a)
 		}

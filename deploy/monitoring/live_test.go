@@ -361,8 +361,9 @@ rule_files: [%q]
 scrape_configs:
   - job_name: extauthz
     static_configs:
-      - targets: [%q]
-`, alerts, target)
+      # The second target has nothing listening: a replica that is down (ExtauthzTargetDown).
+      - targets: [%q, %q]
+`, alerts, target, service.FreeAddr(t))
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
