@@ -126,3 +126,48 @@ func TestFloodCannotResetALimitedValue(t *testing.T) {
 		t.Fatalf("%d of %d requests of an item limited to 3 an hour admitted under a flood, want at most 3", admitted, asked)
 	}
 }
+
+// TestFloodRefusesNoInnocentItem: on the same rule (3 an hour, capacity 1,000), 20,000 new
+// items each asked once (each leaves a state to keep when evicted) make the store evict 19,000
+// times; then 200 items never seen before each get their 3 requests, and a 4th is refused.
+// Before the states of evicted items were kept exactly, this refused most new items outright.
+func TestFloodRefusesNoInnocentItem(t *testing.T) {
+	s := newService(t, []byte(floodRules))
+	template := limitRequest(t, itemReq("FLOOD"), false)
+	const flood, flooders = 20_000, 8
+	var wg sync.WaitGroup
+	var refusedFlood atomic.Int64
+	for g := range flooders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := g; j < flood; j += flooders {
+				if s.limit(t, withValue(template, "FLOOD", "f-"+strconv.Itoa(j))).GetOverallCode() != rlsv3.RateLimitResponse_OK {
+					refusedFlood.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ev := evictions(t, s); ev < flood-1000 {
+		t.Fatalf("%.0f evictions, want at least %d: the flood did not press the store", ev, flood-1000)
+	}
+	short, wrong := 0, 0
+	for i := range 200 {
+		rr := withValue(template, "FLOOD", "innocent-"+strconv.Itoa(i))
+		for j := range 4 {
+			ok := s.limit(t, rr).GetOverallCode() == rlsv3.RateLimitResponse_OK
+			switch {
+			case j < 3 && !ok:
+				short++
+			case j == 3 && ok:
+				wrong++
+			}
+		}
+	}
+	t.Logf("%d flood items refused; innocents: %d requests of their allowance refused, %d admitted past it", refusedFlood.Load(), short, wrong)
+	if refusedFlood.Load() != 0 || short != 0 || wrong != 0 {
+		t.Fatalf("%d new flood items refused, %d innocent requests refused within their allowance, %d admitted past it; want 0, 0, 0",
+			refusedFlood.Load(), short, wrong)
+	}
+}
