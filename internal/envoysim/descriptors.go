@@ -35,8 +35,15 @@ type Request struct {
 	Local netip.AddrPort
 	// TLS reports a TLS downstream connection (x-forwarded-proto https).
 	TLS bool
-	// Principal is the peer certificate's identity on an mTLS listener, else "".
+	// Principal is the peer certificate's identity on an mTLS listener, else "": as Envoy
+	// picks it, its first URI SAN, else its first DNS SAN, else its subject.
 	Principal string
+	// LocalPrincipal is the listener certificate's identity on a TLS listener, picked the
+	// same way: the CheckRequest's destination principal.
+	LocalPrincipal string
+	// PeerCertificate is the client's certificate (PEM) on an mTLS listener: the CheckRequest's
+	// source certificate under include_peer_certificate.
+	PeerCertificate []byte
 	// Protocol is "HTTP/1.0", "HTTP/1.1" (when "") , "HTTP/2" or "HTTP/3".
 	Protocol string
 }

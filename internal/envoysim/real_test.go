@@ -9,6 +9,7 @@ package envoysim
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -157,10 +158,12 @@ type real struct {
 	envoy    *envoytest.Proc
 	rec      *recorder
 	up       *envoytest.Upstream
-	listener string  // the listener requests go to
-	conf     *Config // the emulation of that listener's connection manager
-	all      *Config // the emulation of the whole variant
-	names    []string
+	listener string // the listener requests go to
+	// clientTLS, when set, makes the client speak TLS (after the PROXY header).
+	clientTLS *tls.Config
+	conf      *Config // the emulation of that listener's connection manager
+	all       *Config // the emulation of the whole variant
+	names     []string
 }
 
 // at is e sending to the listener called name, with its connection manager's emulation.
@@ -313,6 +316,7 @@ func (e *real) send(r Request, check func(*authv3.CheckRequest) *authv3.CheckRes
 		s.upstream = &u
 	}
 	fence := e.at("ingress")
+	fence.clientTLS = nil
 	f := fence.exchange(Request{Method: "GET", Path: fencePath, Host: "fence", Remote: netip.MustParseAddrPort("192.0.2.250:1")})
 	if f.status != 200 {
 		e.t.Fatalf("the fence request: %d %v %q", f.status, f.err, f.body)
@@ -395,12 +399,24 @@ func (e *real) dial() net.Conn {
 func (e *real) sendH1(r Request) seen {
 	conn := e.dial()
 	defer conn.Close()
+	if e.clientTLS != nil {
+		if _, err := io.WriteString(conn, proxyHeader(r)); err != nil {
+			return seen{err: err}
+		}
+		tc := tls.Client(conn, e.clientTLS)
+		if err := tc.Handshake(); err != nil {
+			return seen{err: err}
+		}
+		conn = tc
+	}
 	proto := r.Protocol
 	if proto == "" {
 		proto = "HTTP/1.1"
 	}
 	var b strings.Builder
-	b.WriteString(proxyHeader(r))
+	if e.clientTLS == nil {
+		b.WriteString(proxyHeader(r))
+	}
 	fmt.Fprintf(&b, "%s %s %s\r\nhost: %s\r\n", r.Method, r.Path, proto, r.Host)
 	for _, k := range sortedNames(r.Headers) {
 		for _, v := range r.Headers[k] {

@@ -178,7 +178,7 @@ func destination(req Request) *authv3.AttributeContext_Peer {
 	if !req.Local.IsValid() {
 		return nil
 	}
-	return &authv3.AttributeContext_Peer{Address: socketAddress(req.Local)}
+	return &authv3.AttributeContext_Peer{Address: socketAddress(req.Local), Principal: req.LocalPrincipal}
 }
 
 // protocol is the downstream protocol, HTTP/1.1 when unset.

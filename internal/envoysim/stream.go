@@ -1,6 +1,7 @@
 package envoysim
 
 import (
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
@@ -178,6 +179,9 @@ func (c *Config) CheckRequest(s *Stream, now time.Time) (*authv3.CheckRequest, e
 	// x-forwarded-for client; the principal from the peer certificate.
 	// The destination is Envoy's end of the connection; the metadata contexts are sent empty.
 	source := &authv3.AttributeContext_Peer{Address: socketAddress(r.Remote), Principal: r.Principal}
+	if f.GetIncludePeerCertificate() && len(r.PeerCertificate) > 0 {
+		source.Certificate = urlEncodedPEM(r.PeerCertificate)
+	}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source:               source,
 		Destination:          destination(r),
@@ -264,4 +268,25 @@ func keyMatcher(l *matcherv3.ListStringMatcher) (func(string) bool, error) {
 		}
 		return false
 	}, nil
+}
+
+// urlEncodedPEM is the peer certificate as include_peer_certificate sends it: PEM (64-column
+// lines), every byte but the unreserved ones percent-encoded, in upper-case hex.
+func urlEncodedPEM(certPEM []byte) string {
+	block, _ := pem.Decode(certPEM) // the leaf only
+	if block == nil {
+		return ""
+	}
+	var b strings.Builder
+	const hex = "0123456789ABCDEF"
+	for _, c := range pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: block.Bytes}) {
+		if isUnreserved(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
 }
