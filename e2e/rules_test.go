@@ -170,7 +170,8 @@ param_flow:
 }
 
 // TestSentinelGatewayRule: a Sentinel gateway rule, as the dashboard persists it, limits the
-// header values its pattern matches through the service, once the config maps the param its
+// header values its pattern matches (contains; a prefix pattern limits every value, as in
+// Sentinel: conformance/testdata/cases/gateway.json) through the service, once the config maps the param its
 // warning names; the other values pass. validate prints what it maps to.
 func TestSentinelGatewayRule(t *testing.T) {
 	dir := t.TempDir()
@@ -178,7 +179,7 @@ func TestSentinelGatewayRule(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(`[{"id": 1, "app": "gateway", "ip": "10.0.0.5", "port": 8719,
   "resource": "GET:/items", "resourceMode": 0, "grade": 1, "count": 2, "interval": 1, "intervalUnit": 2,
   "controlBehavior": 0, "burst": 0, "maxQueueingTimeoutMs": 500,
-  "paramItem": {"parseStrategy": 2, "fieldName": "X-User-Id", "pattern": "vip-", "matchStrategy": 1},
+  "paramItem": {"parseStrategy": 2, "fieldName": "X-User-Id", "pattern": "vip-", "matchStrategy": 3},
   "gmtCreate": 1700000000000, "gmtModified": 1700000000000}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestSentinelGatewayRule(t *testing.T) {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
 	mustContain(t, "validate output", string(out),
-		`param_flow[0] -> param_flow: {resource: "GET:/items", param: "header_x-user-id", count: 2, duration: 1h, match: {prefix: "vip-"}}`,
+		`param_flow[0] -> param_flow: {resource: "GET:/items", param: "header_x-user-id", count: 2, duration: 1h, match: {contains: "vip-"}}`,
 		`add authz.params.header_x-user-id: {from: header, name: "x-user-id"}`)
 
 	config := filepath.Join(dir, "extauthz.yaml")
