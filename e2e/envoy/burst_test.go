@@ -1,0 +1,74 @@
+package envoy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBurstAfterStartRefusesNoStream sends 2,000 orders at once, right after Envoy is ready:
+// 400 users with 5 orders each, so that each user's orders wait their turns (0 to 400ms) and
+// the calls in flight to extauthz outnumber its grpc.max_concurrent_streams (1,024 per
+// connection). Envoy must honour the service's limit (open another connection) rather than
+// send streams the service refuses: a REFUSED_STREAM would reach ext_authz as a failed call (a
+// 503) and the rate-limit filter as one it lets through unlimited.
+//
+// The Check and rate-limit timeouts are raised to 5s (0.5s and 1s shipped) by named edits: on
+// a loaded two-core machine, 2,000 requests arriving at once take Envoy and the service longer
+// than 0.5s to get through, which would fail Checks by timeout whatever the streams do.
+func TestBurstAfterStartRefusesNoStream(t *testing.T) {
+	s := newStack(t, stackOptions{bootstrap: edited(t, envoyYAML,
+		"                timeout: 0.5s\n", "                timeout: 5s\n",
+		"              timeout: 1s\n", "              timeout: 5s\n")})
+	const users, each = 400, 5
+	var ta tally
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for u := range users {
+		for i := range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ta.add(<-s.send(context.Background(), h2, "POST", fmt.Sprintf("/orders?u=%d&i=%d", u, i), orderHeaders(fmt.Sprintf("burst%d", u))...))
+			}()
+		}
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	st := s.envoy.Stats(t)
+	t.Logf("%d orders at once after start: %v in %v", users*each, &ta, time.Since(began))
+	t.Logf("envoy: %d calls to extauthz over %d connections (%d waited for one), %d reset by the service; "+
+		"Check ok %d error %d, rate limit ok %d error %d; upstream connections that failed %d",
+		st["cluster.extauthz.upstream_rq_total"], st["cluster.extauthz.upstream_cx_total"],
+		st["cluster.extauthz.upstream_rq_pending_total"], st["cluster.extauthz.upstream_rq_rx_reset"],
+		st["http.ingress.ext_authz.extauthz.ok"], st["http.ingress.ext_authz.extauthz.error"],
+		st["cluster.upstream.ratelimit.extauthz_rl.ok"], st["cluster.upstream.ratelimit.extauthz_rl.error"],
+		st["cluster.upstream.upstream_rq_pending_failure_eject"])
+	for _, k := range []string{
+		"cluster.extauthz.upstream_rq_rx_reset", // REFUSED_STREAM, or any reset by the service
+		"http.ingress.ext_authz.extauthz.error",
+		"cluster.upstream.ratelimit.extauthz_rl.error",
+		"cluster.extauthz.upstream_rq_pending_overflow",
+		"cluster.extauthz.upstream_rq_overflow",
+	} {
+		if st[k] != 0 {
+			t.Errorf("%s = %d, want 0", k, st[k])
+		}
+	}
+	if n := st["http.ingress.ext_authz.extauthz.ok"]; n != users*each {
+		t.Errorf("%d Checks allowed, want %d", n, users*each)
+	}
+	if n := st["cluster.upstream.ratelimit.extauthz_rl.ok"]; n != users*each {
+		t.Errorf("%d rate-limit calls answered OK, want %d", n, users*each)
+	}
+	// Every order was allowed by extauthz; what a client saw besides 200 is the test upstream
+	// refusing connections to a burst (Envoy's 0.25s connect_timeout to it), each counted.
+	if nonOK(&ta) != int(st["cluster.upstream.upstream_rq_pending_failure_eject"]) || ta.get("error") != 0 {
+		t.Errorf("clients saw %v; only %d failed connections to the upstream explain a non-200",
+			&ta, st["cluster.upstream.upstream_rq_pending_failure_eject"])
+	}
+}
