@@ -44,20 +44,20 @@ func benchService(b *testing.B, rules, redisAddr string, extra map[string]string
 		b.Fatal(err)
 	}
 	addr := freeAddr(b)
-	env := map[string]string{
+	vars := map[string]string{
 		"EXTAUTHZ_GRPC_ADDR":  addr,
 		"EXTAUTHZ_ADMIN_ADDR": freeAddr(b),
 		"EXTAUTHZ_RULES_FILE": rf,
 	}
 	if redisAddr != "" {
-		env["EXTAUTHZ_STORE_REDIS_ADDRS"] = redisAddr
-		env["EXTAUTHZ_STORE_REDIS_TIMEOUT"] = "1s"
-		env["EXTAUTHZ_STORE_REDIS_FALLBACK"] = "deny"
+		vars["EXTAUTHZ_STORE_REDIS_ADDRS"] = redisAddr
+		vars["EXTAUTHZ_STORE_REDIS_TIMEOUT"] = "1s"
+		vars["EXTAUTHZ_STORE_REDIS_FALLBACK"] = "deny"
 	}
-	maps.Copy(env, extra)
+	maps.Copy(vars, extra)
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	addConfigFlags(fs)
-	cfg, err := loadConfig(fs, func(k string) string { return env[k] })
+	cfg, err := loadConfig(fs, env(vars))
 	if err != nil {
 		b.Fatal(err)
 	}

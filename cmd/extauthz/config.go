@@ -32,9 +32,10 @@ func addConfigFlags(fs *pflag.FlagSet) {
 }
 
 // configSource is where the settings come from: the file named by --config (if any), the
-// environment, then the flags of fs that were set.
-func configSource(fs *pflag.FlagSet, getenv func(string) string) config.Source {
-	src := config.Source{Getenv: getenv}
+// environment (whose misspelt or unknown EXTAUTHZ_* variables are errors: config.CheckEnv),
+// then the flags of fs that were set.
+func configSource(fs *pflag.FlagSet, environ []string) config.Source {
+	src := config.Source{Getenv: lookupEnv(environ), Environ: environ}
 	src.File, _ = fs.GetString("config")
 	for _, f := range configFlags() {
 		if fl := fs.Lookup(f.flag); fl != nil && fl.Changed {
@@ -45,6 +46,6 @@ func configSource(fs *pflag.FlagSet, getenv func(string) string) config.Source {
 }
 
 // loadConfig reads the config from configSource without validating it.
-func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (config.Config, error) {
-	return config.Parse(configSource(fs, getenv))
+func loadConfig(fs *pflag.FlagSet, environ []string) (config.Config, error) {
+	return config.Parse(configSource(fs, environ))
 }

@@ -11,9 +11,13 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 )
 
-// env is a fake environment.
-func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
+// env is a fake environment, as os.Environ lists it.
+func env(vars map[string]string) []string {
+	environ := []string{}
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
+	return environ
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {

@@ -25,7 +25,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "extauthz:", err)
@@ -54,16 +54,17 @@ const synopsis = `  extauthz [serve] [--config FILE] [--rules FILE] [--grpc-addr
   extauthz help [COMMAND]`
 
 // run runs the command named by args until ctx ends. It writes command output to stdout and
-// logs and diagnostics to stderr; getenv reads the environment. With no command (no argument,
-// or a flag first), it serves: `extauthz --rules r.yaml` is `extauthz serve --rules r.yaml`.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// logs and diagnostics to stderr; environ is the environment (KEY=value, as os.Environ). With
+// no command (no argument, or a flag first), it serves: `extauthz --rules r.yaml` is
+// `extauthz serve --rules r.yaml`.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help") {
 		args = append([]string{"serve"}, args...)
 	}
 	// started is set once a command's own code runs; an error before that is cobra's, about
 	// the command line.
 	started := false
-	root := newRootCommand(getenv, &started)
+	root := newRootCommand(environ, &started)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // newRootCommand is the extauthz command and its subcommands. Each subcommand sets *started
 // when its own code begins.
-func newRootCommand(getenv func(string) string, started *bool) *cobra.Command {
+func newRootCommand(environ []string, started *bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "extauthz",
 		Short: "Authorization and rate-limit service for Envoy",
@@ -98,8 +99,8 @@ environment over the file.`,
 	}
 	root.SetHelpCommand(helpCommand(root))
 	root.AddCommand(
-		serveCommand(getenv, started),
-		validateCommand(getenv, started),
+		serveCommand(environ, started),
+		validateCommand(environ, started),
 		versionCommand(started),
 	)
 	return root
@@ -125,7 +126,7 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 }
 
 // serveCommand runs the service until the context ends.
-func serveCommand(getenv func(string) string, started *bool) *cobra.Command {
+func serveCommand(environ []string, started *bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve ext_authz and rate-limit calls (the default command)",
@@ -136,7 +137,7 @@ or etcd) and the TLS certificate at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			*started = true
-			return serve(cmd.Context(), cmd.Flags(), getenv, cmd.ErrOrStderr())
+			return serve(cmd.Context(), cmd.Flags(), environ, cmd.ErrOrStderr())
 		},
 	}
 	addConfigFlags(cmd.Flags())
@@ -144,7 +145,7 @@ or etcd) and the TLS certificate at once.`,
 }
 
 // validateCommand checks rules files and, with --config, the config.
-func validateCommand(getenv func(string) string, started *bool) *cobra.Command {
+func validateCommand(environ []string, started *bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate [--config FILE] RULES_FILE...",
 		Short: "Check rules files (and a config) and print every problem",
@@ -159,7 +160,7 @@ printed, one a line, with its file, rule and field; the command exits 1 when the
 		},
 		RunE: func(cmd *cobra.Command, files []string) error {
 			*started = true
-			return validate(cmd.Flags(), files, getenv, cmd.OutOrStdout())
+			return validate(cmd.Flags(), files, environ, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().String("config", "", "config file (YAML): its param_names and store settings apply to the rules")

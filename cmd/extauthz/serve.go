@@ -38,10 +38,10 @@ import (
 	"github.com/extauthz/extauthz/tracing"
 )
 
-// serve runs the service with the settings of the parsed flags fs until ctx ends, then shuts
-// down gracefully.
-func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := config.Load(configSource(fs, getenv))
+// serve runs the service with the settings of the parsed flags fs and the environment environ
+// until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, fs *pflag.FlagSet, environ []string, stderr io.Writer) error {
+	cfg, err := config.Load(configSource(fs, environ))
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,8 @@ func serve(ctx context.Context, fs *pflag.FlagSet, getenv func(string) string, s
 	}
 	defer func() { _ = log.Sync() }()
 	logSettings(log, cfg)
-	setMemoryLimit(log, cfg.MemoryLimit, getenv)
+	setMemoryLimit(log, cfg.MemoryLimit, lookupEnv(environ))
+	warnIgnoredEnv(log, environ)
 
 	svc, err := newService(cfg, log)
 	if err != nil {

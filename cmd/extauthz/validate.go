@@ -14,11 +14,11 @@ import (
 // validate checks rule files (and the config, when --config is set in the parsed flags fs) and
 // prints every problem found, one a line, to stdout. It returns an error when there is at least
 // one.
-func validate(fs *pflag.FlagSet, files []string, getenv func(string) string, stdout io.Writer) error {
+func validate(fs *pflag.FlagSet, files []string, environ []string, stdout io.Writer) error {
 	// Every problem of the config at once, as serve would find them (the mapping's among
 	// them), each with where its value came from; the rules are then checked with the
 	// settings that did load.
-	cfg, err := config.Load(configSource(fs, getenv))
+	cfg, err := config.Load(configSource(fs, environ))
 	problems := 0
 	if err != nil {
 		var ce ConfigErrors

@@ -27,6 +27,10 @@ type Source struct {
 	Getenv func(string) string
 	// Overrides are settings given on the command line, applied last in order.
 	Overrides []Override
+	// Environ is the whole environment (KEY=value, as os.Environ), for the names Getenv is
+	// not asked about: when set, Load and Parse report the misspelt and unknown EXTAUTHZ_*
+	// variables CheckEnv finds. nil checks none.
+	Environ []string
 }
 
 // Override is one setting given outside the file and the environment.
@@ -130,6 +134,10 @@ func parse(src Source) (Config, map[string]string, Errors, error) {
 				from[k.Name] = k.Env
 			}
 		}
+	}
+	if src.Environ != nil {
+		envErrs, _ := CheckEnv(src.Environ)
+		errs = append(errs, envErrs...)
 	}
 	byName := make(map[string]Key, len(keys))
 	for _, k := range keys {
