@@ -42,16 +42,20 @@ func TestMain(m *testing.M) {
 type stack struct {
 	t     *testing.T
 	svc   *testbin.Proc
+	svcs  []*testbin.Proc // every replica, svc first
 	envoy *envoytest.Proc
 	up    *envoytest.Upstream
 	base  string // http://127.0.0.1:PORT of Envoy's ingress listener
 	addr  string // the same, host:port
 	rules string // the rules file extauthz watches
+	// serve starts one more extauthz like the stack's own, on grpcAddr.
+	serve func(grpcAddr string) *testbin.Proc
 }
 
 // stackOptions change what the stack runs; the zero value is the shipped configs.
 type stackOptions struct {
 	rules     []byte   // nil: envoy-config/rules.yaml
+	config    []byte   // the service's config; nil: envoy-config/extauthz.yaml
 	bootstrap []byte   // nil: envoy-config/envoy.yaml
 	args      []string // more arguments to extauthz serve
 	env       []string // extauthz's environment
@@ -80,25 +84,33 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.config != nil {
+		svcConfig = filepath.Join(dir, "extauthz.yaml")
+		if err := os.WriteFile(svcConfig, o.config, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := &stack{t: t, rules: rulesPath, up: envoytest.StartUpstream(t)}
 	n := max(o.replicas, 1)
-	var addrs []string
-	for i := 0; i < n; i++ {
-		p := testbin.Start(t, testbin.Options{
+	s.serve = func(grpcAddr string) *testbin.Proc {
+		return testbin.Start(t, testbin.Options{
 			Binary: bin,
 			Args: append([]string{"serve",
 				"--config", svcConfig,
 				"--rules", rulesPath,
-				"--grpc-addr", "127.0.0.1:0",
+				"--grpc-addr", grpcAddr,
 				"--admin-addr", "127.0.0.1:0",
 			}, o.args...),
 			Env: o.env,
 		})
-		if i == 0 {
-			s.svc = p
-		}
+	}
+	var addrs []string
+	for i := 0; i < n; i++ {
+		p := s.serve("127.0.0.1:0")
+		s.svcs = append(s.svcs, p)
 		addrs = append(addrs, p.GRPCAddr)
 	}
+	s.svc = s.svcs[0]
 	src := o.bootstrap
 	if src == nil {
 		if src, err = os.ReadFile(envoyYAML); err != nil {
