@@ -204,15 +204,15 @@ func unescapeSlashes(p string) string {
 	return b.String()
 }
 
-// canonicalPath is PathUtil::canonicalPath (Chromium's CanonicalizePath as vendored by Envoy):
-// a backslash is a slash, a percent-encoded unreserved character is decoded, other escapes stay
-// as written (their case too), dot segments are removed, a missing leading slash is added. An
+// canonicalPath is PathUtil::canonicalPath (Chromium's CanonicalizePath as vendored by Envoy) on
+// a path starting with a slash: a backslash is a slash, a percent-encoded unreserved character
+// is decoded, other escapes stay as written (their case too), dot segments are removed. An
 // encoded NUL makes the path invalid (400). Its cases come from Envoy's
 // test/common/http/path_utility_test.cc.
 func canonicalPath(p string) (string, bool) {
 	var b []byte
-	if p == "" || p[0] != '/' && p[0] != '\\' {
-		b = append(b, '/')
+	if !strings.HasPrefix(p, "/") {
+		return "", false // Accept refuses such a path first, as Envoy does
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]

@@ -1,6 +1,8 @@
 // Package envoysim loads the Envoy bootstraps shipped with extauthz, checks them the way Envoy
 // would before accepting them, and derives what Envoy sends to the service for a given request:
-// the rate-limit descriptors of a route and the ext_authz CheckRequest.
+// the rate-limit descriptors of a route and the ext_authz CheckRequest. It keeps tests fast
+// where running Envoy is not needed; its own cases also run through Envoy 1.40 itself (the
+// real_*_test.go files, skipped under -short), and where the two differ Envoy is right.
 package envoysim
 
 import (
@@ -25,6 +27,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 )
 

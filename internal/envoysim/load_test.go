@@ -80,15 +80,10 @@ func TestBrokenConfigsRejected(t *testing.T) {
 	}
 }
 
-func TestParseRejectsNonYAMLAndMissingFile(t *testing.T) {
-	if _, err := Parse("x.yaml", []byte("a: [1, 2")); err == nil || !strings.Contains(err.Error(), "x.yaml: not YAML") {
-		t.Errorf("Parse(bad YAML) error = %v, want a YAML error naming the file", err)
-	}
-	if _, err := Load(filepath.Join("testdata", "does-not-exist.yaml")); err == nil {
-		t.Error("Load(missing file) = nil error")
-	}
-	// An Any whose type is not linked in cannot be checked, so it is an error.
-	const unknownAny = `
+// badYAML and unknownAny are refused by Parse (TestRealBrokenConfigs: and by Envoy).
+const badYAML = "a: [1, 2"
+
+const unknownAny = `
 static_resources:
   listeners:
   - name: l
@@ -98,6 +93,15 @@ static_resources:
       - name: x
         typed_config: {"@type": "type.googleapis.com/example.NotAFilter"}
 `
+
+func TestParseRejectsNonYAMLAndMissingFile(t *testing.T) {
+	if _, err := Parse("x.yaml", []byte(badYAML)); err == nil || !strings.Contains(err.Error(), "x.yaml: not YAML") {
+		t.Errorf("Parse(bad YAML) error = %v, want a YAML error naming the file", err)
+	}
+	if _, err := Load(filepath.Join("testdata", "does-not-exist.yaml")); err == nil {
+		t.Error("Load(missing file) = nil error")
+	}
+	// An Any whose type is not linked in cannot be checked, so it is an error.
 	if _, err := Parse("any.yaml", []byte(unknownAny)); err == nil || !strings.Contains(err.Error(), "example.NotAFilter") {
 		t.Errorf("Parse(unknown Any) error = %v, want one naming the type", err)
 	}

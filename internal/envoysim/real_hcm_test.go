@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
 // routerHeaders are the headers Envoy's router adds on the way to the upstream, after the
@@ -202,6 +205,21 @@ func TestRealBrokenConfigs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("not YAML", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "envoy.yaml")
+		if err := os.WriteFile(path, []byte(badYAML), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(envoytest.Binary(t), "--mode", "validate", "-c", path, "--log-level", "error").CombinedOutput()
+		if err == nil {
+			t.Errorf("Envoy loads it: %s", out)
+		}
+	})
+	t.Run("an Any of an unknown type", func(t *testing.T) {
+		if out, ok := validateDoc(t, []byte(unknownAny)); ok {
+			t.Errorf("Envoy loads it: %s", out)
+		}
+	})
 	for _, f := range shippedConfigs(t) {
 		t.Run(f, func(t *testing.T) {
 			doc, err := os.ReadFile(f)
