@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/memlimit"
 )
 
 // The sections of the native format.
@@ -46,6 +48,8 @@ type paramFlowDoc struct {
 	Items           []json.RawMessage `json:"items"`
 	Lease           string            `json:"lease"`
 	Capacity        int               `json:"capacity"`
+	StateBudget     string            `json:"state_budget"`
+	Overflow        string            `json:"overflow"`
 	Refund          bool              `json:"refund"`
 	Cluster         bool              `json:"cluster"`
 	Shadow          bool              `json:"shadow"`
@@ -220,6 +224,23 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 			r.add("capacity", "must be at least 1, got %d", d.Capacity)
 		}
 		rule.Capacity = d.Capacity
+	}
+	if given.has("state_budget") {
+		if n, err := memlimit.ParseSize(d.StateBudget); err != nil {
+			r.add("state_budget", "%s", strings.TrimSuffix(err.Error(), ", or off"))
+		} else {
+			rule.StateBudget = n
+		}
+	}
+	if given.has("overflow") {
+		switch d.Overflow {
+		case "forget":
+			rule.Overflow = hotparam.OverflowForget
+		case "refuse":
+			rule.Overflow = hotparam.OverflowRefuse
+		default:
+			r.add("overflow", "unknown overflow %q (forget | refuse)", d.Overflow)
+		}
 	}
 	rule.Items = p.items(r, "items", d.Items, func(raw json.RawMessage, prefix string) (string, int64, bool) {
 		var it itemDoc

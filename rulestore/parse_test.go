@@ -48,6 +48,8 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"negative_burst.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "must not be negative, got -2"}}},
 		{"short_duration.yaml", ParseOptions{}, []wantErr{{"param_flow", 2, "POST:/order", "duration", "must be at least 1ms, got 500us"}}},
 		{"bad_duration.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "duration", `must be a Go duration such as "1s" or "500ms", got "1 sec"`}}},
+		{"bad_state_budget.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "state_budget", `"lots" is not a memory size`}}},
+		{"unknown_overflow.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "overflow", `unknown overflow "drop" (forget | refuse)`}}},
 		{"queueing_on_reject.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "max_queueing_time", "applies only to throttle rules"}}},
 		{"throttle_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "behavior", "throttle applies only to qps rules"}}},
 		{"burst_on_concurrency.yaml", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "burst", "not to concurrency rules"}}},

@@ -31,6 +31,8 @@ type ParamFlowJSON struct {
 	Items           map[string]int64 `json:"items,omitempty"`
 	Lease           string           `json:"lease,omitempty"`
 	Capacity        int              `json:"capacity,omitempty"`
+	StateBudget     string           `json:"state_budget,omitempty"` // "": the service's hot_param.rule_state_budget
+	Overflow        string           `json:"overflow,omitempty"`     // "": the service's hot_param.overflow
 	Refund          bool             `json:"refund"`
 	Cluster         bool             `json:"cluster"`
 	Shadow          bool             `json:"shadow"`
@@ -63,14 +65,16 @@ func AuthorityOf(r authority.Rule) AuthorityJSON {
 // ParamFlowOf renders r as the rules file spells it.
 func ParamFlowOf(r hotparam.Rule) ParamFlowJSON {
 	v := ParamFlowJSON{
-		Resource: r.Resource,
-		Param:    r.Param,
-		Count:    r.Count,
-		Items:    r.Items,
-		Capacity: r.Capacity,
-		Refund:   r.Refund,
-		Cluster:  r.Cluster,
-		Shadow:   r.Shadow,
+		Resource:    r.Resource,
+		Param:       r.Param,
+		Count:       r.Count,
+		Items:       r.Items,
+		Capacity:    r.Capacity,
+		Refund:      r.Refund,
+		StateBudget: sizeString(r.StateBudget),
+		Overflow:    r.Overflow.String(),
+		Cluster:     r.Cluster,
+		Shadow:      r.Shadow,
 	}
 	if m, ok := r.Match.(fmt.Stringer); ok {
 		v.Match = m.String()
@@ -95,4 +99,20 @@ func durationString(d time.Duration) string {
 		return ""
 	}
 	return d.String()
+}
+
+// sizeString spells n bytes as a rules file may: in the largest binary unit that divides it.
+func sizeString(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.bytes == 0 {
+			return fmt.Sprintf("%d%s", n/u.bytes, u.unit)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
 }
