@@ -53,6 +53,7 @@ func serve(ctx context.Context, fs *pflag.FlagSet, environ []string, stderr io.W
 	logSettings(log, cfg)
 	setMemoryLimit(log, cfg.MemoryLimit, lookupEnv(environ))
 	warnIgnoredEnv(log, environ)
+	warnStore(log, cfg.Store.Redis)
 
 	svc, err := newService(cfg, log)
 	if err != nil {
@@ -396,28 +397,12 @@ func (s *service) onLoad(e rulestore.Event) {
 		for _, w := range e.Warnings {
 			s.log.Warn("rules warning", zap.String("file", e.File), zap.String("warning", w))
 		}
-		s.warnQueueing(e.Set)
+		s.warnRules(e)
 		s.metrics.SetResources(resources(e.Set))
 		return
 	}
 	s.log.Error("rules rejected; the rules in force stay", zap.String("file", e.File),
 		zap.Uint64("version", e.Version), zap.Error(e.Err))
-}
-
-// warnQueueing warns of each throttle rule of set whose max_queueing_time exceeds
-// shutdown_grace: a call queued longer than the grace when the service stops is refused
-// (shutting_down) rather than allowed in its turn.
-func (s *service) warnQueueing(set *rulestore.Set) {
-	if set == nil {
-		return
-	}
-	for i, r := range set.Rules.ParamFlow {
-		if r.Behavior == hotparam.Throttle && r.MaxQueueingTime > s.cfg.ShutdownGrace {
-			s.log.Warn("throttle rule may queue calls longer than shutdown_grace; those still queued at shutdown are refused",
-				zap.String("rule", fmt.Sprintf("param_flow[%d]", i)), zap.String("resource", r.Resource),
-				zap.Duration("max_queueing_time", r.MaxQueueingTime), zap.Duration("shutdown_grace", s.cfg.ShutdownGrace))
-		}
-	}
 }
 
 // storeSources are what the metrics read at scrape time: the hot-param counters of the rules in
@@ -479,6 +464,7 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.Strings("redis_addrs", cfg.Store.Redis.Addrs),
 		zap.String("redis_mode", cfg.Store.Redis.Mode),
 		zap.String("redis_fallback", cfg.Store.Redis.Fallback),
+		zap.Int("redis_replicas", cfg.Store.Redis.Replicas),
 		zap.Strings("param_names", cfg.ParamNames),
 		zap.Strings("sensitive_params", cfg.Sensitive.Params),
 		zap.Bool("sensitive_key_set", cfg.Sensitive.Key != ""),
