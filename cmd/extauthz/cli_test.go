@@ -123,6 +123,10 @@ func TestCLIUsageMistakes(t *testing.T) {
 		{[]string{"verison"}, []string{"\tversion"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{[]string{"--colour"}, []string{"unknown flag: --colour", "--rules"}},
+		{[]string{"--rule", "r.yaml"}, []string{`unknown flag: --rule (did you mean "--rules"?)`, "--rules"}},
+		{[]string{"serve", "--grpc-adr", ":1"}, []string{`unknown flag: --grpc-adr (did you mean "--grpc-addr"?)`}},
+		{[]string{"validate", "--confg", "c.yaml", "r.yaml"}, []string{`unknown flag: --confg (did you mean "--config"?)`}},
+		{[]string{"--log-level=debug", "--LOG-FORMAT", "json"}, []string{`unknown flag: --LOG-FORMAT (did you mean "--log-format"?)`}},
 		{[]string{"validate"}, []string{"validate needs at least one rules file", "--config"}},
 		{[]string{"serve", "extra"}, []string{`unknown command "extra" for "extauthz serve"`}},
 		{[]string{"version", "extra"}, []string{`unknown command "extra" for "extauthz version"`}},
@@ -141,8 +145,10 @@ func TestCLIUsageMistakes(t *testing.T) {
 			}
 		})
 	}
-	// "frobnicate" is near no command: no suggestion.
-	if _, errOut, _ := runBinary(t, path, "frobnicate"); strings.Contains(errOut, "Did you mean") {
-		t.Errorf("a suggestion for frobnicate:\n%s", errOut)
+	// "frobnicate" is near no command, --colour near no flag: no suggestion.
+	for _, args := range [][]string{{"frobnicate"}, {"--colour"}} {
+		if _, errOut, _ := runBinary(t, path, args...); strings.Contains(strings.ToLower(errOut), "did you mean") {
+			t.Errorf("a suggestion for %v:\n%s", args, errOut)
+		}
 	}
 }

@@ -98,6 +98,7 @@ environment over the file.`,
 		SuggestionsMinimumDistance: 2,
 	}
 	root.SetHelpCommand(helpCommand(root))
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		serveCommand(environ, started),
 		validateCommand(environ, started),
