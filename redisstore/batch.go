@@ -165,7 +165,9 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, bat
 		case parent.Err() != nil:
 			// the caller gave up (its own deadline or cancellation): no fault of Redis
 		case unavailable(err):
-			s.br.failure()
+			if opened, n := s.br.failure(); opened {
+				s.opened(n, err)
+			}
 		default:
 			s.br.success() // Redis answered: it is up, the call was wrong
 		}

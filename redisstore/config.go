@@ -48,6 +48,9 @@ type Config struct {
 	// BlockedCache is the most values a replica remembers as refused by Redis until Redis said
 	// they may pass again, refusing them meanwhile without a call. Default 10000; negative: off.
 	BlockedCache int
+	// SampleInterval is how often Run reads INFO from every node to count evictions and
+	// restarts (Stats, Options.OnServer). Default DefaultSampleInterval (10s).
+	SampleInterval time.Duration
 }
 
 // ConfigError reports an invalid Config field.
@@ -94,6 +97,9 @@ func (c Config) Validate() error {
 	if c.BreakerCooldown < 0 {
 		return &ConfigError{"breaker_cooldown", fmt.Errorf("%v is negative", c.BreakerCooldown)}
 	}
+	if c.SampleInterval < 0 {
+		return &ConfigError{"sample_interval", fmt.Errorf("%v is negative", c.SampleInterval)}
+	}
 	return nil
 }
 
@@ -115,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BlockedCache == 0 {
 		c.BlockedCache = DefaultBlockedCache
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = DefaultSampleInterval
 	}
 	return c
 }

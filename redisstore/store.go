@@ -42,6 +42,15 @@ type Options struct {
 	// caller's context. A call refused from the cache of blocked values makes no span; it adds
 	// the event "redis refusal from cache" to the caller's span.
 	TracerProvider trace.TracerProvider
+	// OnTransition, when not nil, is told each change of the store's availability once (the
+	// breaker opening, the first decision left to the fallback, the breaker closing, with the
+	// outage's counts), never once per call, in order. It is called on the goroutine that made
+	// the change, with a lock held: it must be fast and must not call the Store.
+	OnTransition func(Transition)
+	// OnServer, when not nil, is told what Run's samples of INFO find (evictions starting and
+	// stopping, a restart, an evicting policy), once per change. It is called from Run with a
+	// lock held: it must be fast and must not call the Store.
+	OnServer func(ServerEvent)
 }
 
 // Stats are the counters of a Store since New.
@@ -59,6 +68,13 @@ type Stats struct {
 	// Cached is the number of values that cache holds now.
 	CacheHits uint64
 	Cached    int
+	// Fallbacks counts the decisions callers left to their fallback (NoteFallback).
+	Fallbacks uint64
+	// EvictedKeys counts the keys the Redis masters evicted (maxmemory) since the first sample
+	// (Check, or Run's first): the growth of INFO's evicted_keys between samples, every key of
+	// the server, not only the store's. Restarts counts the samples that found a master's
+	// run_id changed: a restart, its keys lost unless persisted.
+	EvictedKeys, Restarts uint64
 	// LastError is the error of the last call, probe or connection attempt; nil if it succeeded.
 	LastError error
 }
@@ -84,6 +100,10 @@ type Store struct {
 	bat       batcher
 	cacheHits atomic.Uint64
 
+	out                                   outage
+	smu                                   sync.Mutex // guards samples
+	samples                               map[string]*nodeSample
+	evicted, restarts                     atomic.Uint64
 	br                                    breaker
 	calls, errs, shorts, trips, undos, pr atomic.Uint64
 	latency                               atomic.Int64
@@ -118,7 +138,9 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	}
 	if err := s.connect(); err != nil {
 		s.setErr(err)
-		s.br.trip()
+		if s.br.trip() {
+			s.opened(0, err)
+		}
 	}
 	return s, nil
 }
@@ -151,6 +173,9 @@ func (s *Store) Stats() Stats {
 		Probes:        s.pr.Load(),
 		LastError:     lastErr,
 		CacheHits:     s.cacheHits.Load(),
+		Fallbacks:     s.out.fallbacks.Load(),
+		EvictedKeys:   s.evicted.Load(),
+		Restarts:      s.restarts.Load(),
 		Cached:        s.blk.len(),
 	}
 }
@@ -173,19 +198,27 @@ func (s *Store) connect() error {
 }
 
 // Run probes Redis every BreakerCooldown while the breaker is open (connecting first if New
-// could not), and closes the breaker when a PING succeeds. It returns nil when ctx is done.
+// could not), and closes the breaker when a PING succeeds. While the breaker is closed it reads
+// INFO from every node every SampleInterval, counting evictions and restarts (Stats) and
+// reporting them (Options.OnServer). It returns nil when ctx is done.
 func (s *Store) Run(ctx context.Context) error {
 	t := time.NewTicker(cmp.Or(s.cfg.BreakerCooldown, DefaultBreakerCooldown))
 	defer t.Stop()
+	info := time.NewTicker(cmp.Or(s.cfg.SampleInterval, DefaultSampleInterval))
+	defer info.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case now := <-info.C:
+			if !s.br.open.Load() {
+				s.sample(ctx, now)
+			}
 		case <-t.C:
 			if s.br.open.Load() {
 				s.pr.Add(1)
-				if s.Ping(ctx) == nil {
-					s.br.reset()
+				if s.Ping(ctx) == nil && s.br.reset() {
+					s.recovered()
 				}
 			}
 		}
@@ -283,7 +316,9 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		case parent.Err() != nil:
 			// the caller gave up (its own deadline or cancellation): no fault of Redis
 		case unavailable(err):
-			s.br.failure()
+			if opened, n := s.br.failure(); opened {
+				s.opened(n, err)
+			}
 		default:
 			s.br.success() // Redis answered: it is up, the call was wrong
 		}

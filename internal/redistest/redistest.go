@@ -339,3 +339,14 @@ func freePort(t testing.TB, bus bool) int {
 	t.Fatal("no free port pair for a cluster node")
 	return 0
 }
+
+// Info returns one field of INFO (e.g. "evicted_keys", "run_id"), or "" when INFO has none.
+func (s *Server) Info(field string) string {
+	s.t.Helper()
+	for _, line := range strings.Split(s.CLI("INFO", "everything"), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
