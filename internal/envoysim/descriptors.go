@@ -28,7 +28,8 @@ type Request struct {
 	Scheme string // :scheme as sent; "" lets the connection manager set it
 	// Headers holds the request headers by lower-case name; a name may repeat.
 	Headers map[string][]string
-	// Remote is the TCP peer of the downstream connection.
+	// Remote is the TCP peer of the downstream connection, as Envoy reports it: an IPv4-mapped
+	// IPv6 address (one a PROXY protocol header gives) stays mapped everywhere Envoy names it.
 	Remote netip.AddrPort
 	// Local is the address of Envoy's the connection reached (its listener's, or the one a
 	// PROXY protocol header names); when valid it is the CheckRequest's destination.
