@@ -68,8 +68,7 @@ type ruleState struct {
 	def   limit             // for values without an exception item
 	items map[string]*limit // exception items; nil when none
 	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
-	// (Count and Burst divided by Options.Replicas, rounded up so that a positive count stays
-	// positive).
+	// (see fallbackShare: the replicas together never exceed the rule).
 	fbDef   limit
 	fbItems map[string]*limit
 	lease   int64 // ns
@@ -96,6 +95,20 @@ func (rs *ruleState) limitOf(v string, fallback bool) *limit {
 		}
 	}
 	return def
+}
+
+// fallbackShare is one replica's share of a cluster rule of count and burst enforced on local
+// state while the Remote fails, out of n replicas: count/n, and a burst that makes its capacity
+// (count+burst)/n, both rounded down, so that the n replicas together never admit more than
+// the rule (a count below n gives each replica 0: every request refused until the Remote is
+// back). Worst case the other way: the fleet admits up to n-1 fewer a duration, and a value
+// whose requests reach one replica gets that replica's share only.
+func fallbackShare(count, burst, n int64) (int64, int64) {
+	if n <= 1 {
+		return count, burst
+	}
+	c := count / n
+	return c, burst/n + (count%n+burst%n)/n
 }
 
 // compile checks and precomputes rule i. It does not give it a store.
@@ -126,8 +139,8 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 		if err != nil || !r.Cluster {
 			return l, l, err
 		}
-		n := int64(replicas)
-		fb, err := newLimit(rs.kind, (count+n-1)/n, (r.Burst+n-1)/n, r.Duration)
+		c, b := fallbackShare(count, r.Burst, int64(replicas))
+		fb, err := newLimit(rs.kind, c, b, r.Duration)
 		return l, fb, err
 	}
 	var err error

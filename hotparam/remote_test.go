@@ -137,7 +137,7 @@ func TestRemoteFailureFallbacks(t *testing.T) {
 		{"allow", FallbackAllow, 1, 5}, // the local rule (5) still applies
 		{"deny", FallbackDeny, 1, 0},
 		{"local", FallbackLocal, 1, 5},             // min(local 5, cluster 10+2)
-		{"local per replica", FallbackLocal, 4, 4}, // ceil(10/4) + ceil(2/4) = 4
+		{"local per replica", FallbackLocal, 4, 3}, // (10+2)/4: 4 replicas admit 12, the rule's capacity
 	} {
 		f := &fakeRemote{eval: failing}
 		l, err := New(clusterRules(), Options{Remote: f, Fallback: tc.fallback, Replicas: tc.replicas})
