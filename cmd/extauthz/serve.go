@@ -109,7 +109,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 
-	rem, err := newRemote(cfg.Store.Redis, s.metrics, s.tracing.TracerProvider())
+	rem, err := newRemote(cfg.Store.Redis, s.metrics, s.tracing.TracerProvider(), log)
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,10 @@ type RedisConfig struct {
 	Fallback string `json:"fallback"`
 	// Replicas divides the counts of cluster rules enforced locally while Redis is down.
 	Replicas int `json:"replicas"`
+	// RequireNoeviction refuses to start when a Redis master's maxmemory-policy may evict keys
+	// (any but noeviction): an evicted key gives a depleted value its full count again.
+	// Without it an evicting policy is a warning.
+	RequireNoeviction bool `json:"require_noeviction"`
 }
 
 // Enabled reports whether a Redis store is configured.
@@ -206,6 +210,7 @@ func Default() Config {
 				BreakerFailures: redisstore.DefaultBreakerFailures,
 				BreakerCooldown: redisstore.DefaultBreakerCooldown,
 				BlockedCache:    redisstore.DefaultBlockedCache,
+				SampleInterval:  redisstore.DefaultSampleInterval,
 			},
 			Fallback: "local",
 			Replicas: 1,

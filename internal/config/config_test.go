@@ -54,7 +54,8 @@ func TestDefaults(t *testing.T) {
 		ParamNames: []string{},
 		Store: StoreConfig{Redis: RedisConfig{
 			Config: redisstore.Config{Addrs: []string{}, Mode: "standalone", Timeout: 5 * time.Millisecond,
-				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000},
+				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000,
+				SampleInterval: 10 * time.Second},
 			Fallback: "local", Replicas: 1,
 		}},
 		RulesEtcd:   etcdrules.Config{Endpoints: []string{}, Keys: []string{}, DialTimeout: 5 * time.Second, CheckInterval: 10 * time.Second},
@@ -477,26 +478,29 @@ func TestValidate(t *testing.T) {
 // Every store setting can come from the environment.
 func TestStoreSettingsFromEnv(t *testing.T) {
 	cfg, err := Parse(Source{Getenv: env(map[string]string{
-		"EXTAUTHZ_STORE_REDIS_ADDRS":            "a:1,b:2,c:3",
-		"EXTAUTHZ_STORE_REDIS_MODE":             "cluster",
-		"EXTAUTHZ_STORE_REDIS_USERNAME":         "svc",
-		"EXTAUTHZ_STORE_REDIS_PASSWORD":         "secret",
-		"EXTAUTHZ_STORE_REDIS_TLS":              "true",
-		"EXTAUTHZ_STORE_REDIS_CA_FILE":          "/etc/ca.pem",
-		"EXTAUTHZ_STORE_REDIS_TIMEOUT":          "20ms",
-		"EXTAUTHZ_STORE_REDIS_FALLBACK":         "deny",
-		"EXTAUTHZ_STORE_REDIS_REPLICAS":         "4",
-		"EXTAUTHZ_STORE_REDIS_PREFIX":           "edge",
-		"EXTAUTHZ_STORE_REDIS_BREAKER_FAILURES": "7",
-		"EXTAUTHZ_STORE_REDIS_BREAKER_COOLDOWN": "250ms",
-		"EXTAUTHZ_STORE_REDIS_BLOCKED_CACHE":    "-1",
+		"EXTAUTHZ_STORE_REDIS_ADDRS":              "a:1,b:2,c:3",
+		"EXTAUTHZ_STORE_REDIS_MODE":               "cluster",
+		"EXTAUTHZ_STORE_REDIS_USERNAME":           "svc",
+		"EXTAUTHZ_STORE_REDIS_PASSWORD":           "secret",
+		"EXTAUTHZ_STORE_REDIS_TLS":                "true",
+		"EXTAUTHZ_STORE_REDIS_CA_FILE":            "/etc/ca.pem",
+		"EXTAUTHZ_STORE_REDIS_TIMEOUT":            "20ms",
+		"EXTAUTHZ_STORE_REDIS_FALLBACK":           "deny",
+		"EXTAUTHZ_STORE_REDIS_REPLICAS":           "4",
+		"EXTAUTHZ_STORE_REDIS_PREFIX":             "edge",
+		"EXTAUTHZ_STORE_REDIS_BREAKER_FAILURES":   "7",
+		"EXTAUTHZ_STORE_REDIS_BREAKER_COOLDOWN":   "250ms",
+		"EXTAUTHZ_STORE_REDIS_BLOCKED_CACHE":      "-1",
+		"EXTAUTHZ_STORE_REDIS_SAMPLE_INTERVAL":    "3s",
+		"EXTAUTHZ_STORE_REDIS_REQUIRE_NOEVICTION": "true",
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := RedisConfig{Config: redisstore.Config{Addrs: []string{"a:1", "b:2", "c:3"}, Mode: "cluster", Username: "svc", Password: "secret",
 		TLS: true, CAFile: "/etc/ca.pem", Timeout: 20 * time.Millisecond,
-		Prefix: "edge", BreakerFailures: 7, BreakerCooldown: 250 * time.Millisecond, BlockedCache: -1}, Fallback: "deny", Replicas: 4}
+		Prefix: "edge", BreakerFailures: 7, BreakerCooldown: 250 * time.Millisecond, BlockedCache: -1,
+		SampleInterval: 3 * time.Second}, Fallback: "deny", Replicas: 4, RequireNoeviction: true}
 	if !reflect.DeepEqual(cfg.Store.Redis, want) {
 		t.Errorf("store from env\n got %+v\nwant %+v", cfg.Store.Redis, want)
 	}
