@@ -53,6 +53,10 @@ type ParseOptions struct {
 	// ClusterFallback is store.redis.fallback (local, allow or deny), for the warnings about
 	// Sentinel rules whose clusterConfig asks for another; "" leaves them out.
 	ClusterFallback string
+	// ClusterClients is store.redis.replicas, the replicas sharing the store: what a Sentinel
+	// cluster rule's thresholdType 0 (a count per connected client) multiplies its count by.
+	// 0 is 1.
+	ClusterClients int
 	// Mapping, when set, is the service's mapping config: rules that it leaves without the
 	// input they need (an origin, a param source, a lease key) get warnings.
 	Mapping *descriptors.Config

@@ -42,16 +42,6 @@ type sentinelItemDoc struct {
 	Count     int64  `json:"count"`
 }
 
-// sentinelClusterDoc is a param-flow rule's clusterConfig (see clusterConfigNotes); flowId,
-// sampleCount and windowIntervalMs are accepted and not used.
-type sentinelClusterDoc struct {
-	FlowID                  int64 `json:"flowId"`
-	ThresholdType           int   `json:"thresholdType"`
-	FallbackToLocalWhenFail bool  `json:"fallbackToLocalWhenFail"`
-	SampleCount             int   `json:"sampleCount"`
-	WindowIntervalMs        int64 `json:"windowIntervalMs"`
-}
-
 // sentinelAuthorityDoc is one of Sentinel's authority rules.
 type sentinelAuthorityDoc struct {
 	Resource string `json:"resource"`
@@ -291,7 +281,6 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	rule := hotparam.Rule{
 		Resource: d.Resource,
 		Burst:    d.BurstCount,
-		Cluster:  d.ClusterMode && p.opts.ClusterEnabled,
 		Duration: time.Second,
 	}
 	requireResource(r, d.Resource)
@@ -350,54 +339,29 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		}
 		rule.Burst = 0
 	}
-	if len(ignored) > 0 && len(r.errs) == 0 {
-		p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("%s: ignored in this rule's mode, as Sentinel's param checker ignores it", strings.Join(ignored, ", ")))
-	}
 	var num *Number
 	rule.Items, num = p.sentinelItems(r, d.Resource, d.ParamFlowItemList)
 	if num != nil {
 		rule.Match = num
 	}
-	var cc sentinelClusterDoc
-	var ccGiven fieldSet
-	if given.has("clusterConfig") {
-		ccGiven = decodeStrict(d.ClusterConfig, &cc, "clusterConfig.", r.add)
+	cluster := p.sentinelCluster(r, &rule, d, given)
+	if len(ignored) > 0 && len(r.errs) == 0 && !rule.Cluster {
+		p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("%s: ignored in this rule's mode, as Sentinel's param checker ignores it", strings.Join(ignored, ", ")))
 	}
 	p.checkParamFlow(r, &rule, ruleFields{
 		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
 		maxQueueing: "maxQueueingTimeMs", cluster: "clusterMode",
 	})
 	if len(r.errs) == 0 {
-		if d.ClusterMode && (!ccGiven.ok() || !given.has("clusterConfig") || cc.FlowID <= 0) {
-			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode without a clusterConfig giving a flowId above 0: Sentinel skips this rule as invalid, so it limits nothing there; here it is loaded and limits (give it a clusterConfig, or drop the rule, to match)")
+		for _, w := range cluster.notes {
+			p.warn(sectionParamFlow, i, rule.Resource, w)
 		}
-		switch {
-		case d.ClusterMode && !p.opts.ClusterEnabled:
-			p.warn(sectionParamFlow, i, rule.Resource, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
-		case rule.Cluster && ccGiven.ok():
-			p.clusterConfigNotes(i, rule.Resource, cc, ccGiven)
+		if cluster.skip {
+			r.done(&p.errs, rule.Resource)
+			return
 		}
 	}
 	p.addParamFlow(r, i, rule)
-}
-
-// clusterConfigNotes warns where a cluster rule's clusterConfig asks for what the service does
-// otherwise. A cluster rule's count is shared by all replicas (Sentinel's thresholdType 1,
-// global); thresholdType 0 (the average per client, Sentinel's default) is read that way too.
-// What the rule does while the store fails is store.redis.fallback, for every cluster rule:
-// fallbackToLocalWhenFail true is "local", false (the default of a param rule's clusterConfig)
-// is "allow" (Sentinel then lets requests through).
-func (p *parser) clusterConfigNotes(i int, resource string, cc sentinelClusterDoc, given fieldSet) {
-	if given.has("thresholdType") && cc.ThresholdType == 0 || !given.has("thresholdType") {
-		p.warn(sectionParamFlow, i, resource, "clusterConfig.thresholdType 0 (a count per client, averaged) is read as a global count shared by all replicas: multiply count by the replicas to keep the total")
-	}
-	want := "allow" // ParamFlowClusterConfig's default is false
-	if cc.FallbackToLocalWhenFail {
-		want = "local"
-	}
-	if have := p.opts.ClusterFallback; have != "" && have != want {
-		p.warn(sectionParamFlow, i, resource, fmt.Sprintf("clusterConfig.fallbackToLocalWhenFail asks for store.redis.fallback: %s while the store fails, but it is %s (it applies to every cluster rule)", want, have))
-	}
 }
 
 // paramName resolves Sentinel's paramIdx through ParseOptions.ParamNames; a negative index counts

@@ -122,6 +122,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			ParamNames:      cfg.ParamNames,
 			ClusterEnabled:  rem != nil,
 			ClusterFallback: cfg.Store.Redis.Fallback,
+			ClusterClients:  cfg.Store.Redis.Replicas,
 			Mapping:         &cfg.Mapping,
 		},
 		Limiter: limiterOptions(cfg.Store.Redis, cfg.Admin.HotWindow, rem, s.metrics),

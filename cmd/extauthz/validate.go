@@ -32,7 +32,7 @@ func validate(fs *pflag.FlagSet, files []string, environ []string, stdout io.Wri
 	}
 
 	opts := rulestore.ParseOptions{ParamNames: cfg.ParamNames, ClusterEnabled: cfg.Store.Redis.Enabled(),
-		ClusterFallback: cfg.Store.Redis.Fallback, Mapping: &cfg.Mapping}
+		ClusterFallback: cfg.Store.Redis.Fallback, ClusterClients: cfg.Store.Redis.Replicas, Mapping: &cfg.Mapping}
 	for _, file := range files {
 		lines, n := rulestore.Report(file, opts)
 		for _, l := range lines {
