@@ -82,6 +82,22 @@
 // the breaker when it answers. A Redis restarted on the same address is used again without a
 // new Store (scripts are sent again with EVAL when the server answers NOSCRIPT).
 //
+// Options.OnTransition is told each change once, never once per call: Opened (the failures
+// that opened the breaker and the last error), FallbackStarted (the first NoteFallback after
+// it: callers say through NoteFallback that they decided a call by their fallback) and Closed
+// (the outage's duration, failed calls, fallback decisions, short circuits and probes).
+//
+// # State loss
+//
+// A key deleted before it expires hands its value a full allowance again. Redis deletes keys
+// under maxmemory with any policy but noeviction (every key of the store has a TTL, so the
+// volatile-* policies evict them too), and a Redis restarted without persistence starts empty.
+// Check reads each node's maxmemory-policy (CONFIG GET, or INFO where CONFIG is refused),
+// maxmemory and persistence; Run reads INFO every Config.SampleInterval while the breaker is
+// closed and counts in Stats the keys the masters evicted (the growth of evicted_keys, every
+// key of the server) and the restarts (a master's run_id changed), and tells Options.OnServer
+// when evictions start and stop, when a master restarted and when its policy evicts.
+//
 // # Requirements
 //
 // Redis 7.0 or newer (scripts replicated by their effects, SET PXAT, PEXPIREAT GT); tested with
