@@ -62,7 +62,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		h = rateHeaders(make([]*corev3.HeaderValueOption, 0, 3), &v.Statuses[0])
 	}
 	resp := allowed(h, s.mapper.HeadersToRemove())
-	resp.DynamicMetadata = s.identity(&sc.entries[0], v.Rules)
+	s.setIdentity(resp, &sc.entries[0], v.Rules)
 	return resp, nil
 }
 
