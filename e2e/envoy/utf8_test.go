@@ -37,3 +37,21 @@ param_flow:
 		}
 	}
 }
+
+// TestInvalidUTF8RateLimitThroughEnvoy: Envoy percent-decodes a query parameter into a
+// descriptor value that is not UTF-8 and sends it; the answers to it, allowed and refused
+// (with the value in the JSON body), are ones Envoy reads: 7 allowed, then 429, never a 500
+// of a failed call.
+func TestInvalidUTF8RateLimitThroughEnvoy(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	got := map[int]int{}
+	for i := 0; i < 9; i++ {
+		got[s.raw("/items?item_id=%FF%FE", "x-origin", "web").status]++
+	}
+	if got[http.StatusOK] != 7 || got[http.StatusTooManyRequests] != 2 {
+		t.Errorf("9 requests of one item whose id is not UTF-8: %v, want 7 200s and 2 429s", got)
+	}
+	if n := s.envoy.Stat(t, "cluster.upstream.ratelimit.extauthz_rl.error"); n != 0 {
+		t.Errorf("%d rate-limit calls failed", n)
+	}
+}
