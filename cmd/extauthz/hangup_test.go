@@ -1,9 +1,10 @@
 package main
 
-// SIGHUP to the built binary: it never ends the process; it reloads the rules and the TLS
-// certificate.
+// SIGHUP to the built binary: it never ends the process; it reloads the rules file and the
+// TLS certificate.
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"strings"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
+	"github.com/extauthz/extauthz/internal/etcdtest"
+	"github.com/extauthz/extauthz/internal/testbin"
 	"github.com/extauthz/extauthz/internal/testpki"
 )
 
-const msgHangup = "SIGHUP: rules and TLS certificate reloaded"
+const msgHangup = "SIGHUP: reloaded"
 
 // hangup sends SIGHUP to p and waits for the n-th reload it logs.
 func hangup(t *testing.T, p *proc, n int) map[string]any {
@@ -113,6 +117,42 @@ func TestBinarySIGHUPReloadsCertificate(t *testing.T) {
 	if took := time.Since(rotated); took > 4*time.Second {
 		t.Errorf("the rotated certificate took %v to be served after SIGHUP", took)
 	}
+	if code := p.Stop(t); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+}
+
+// With rules from etcd, SIGHUP leaves them to their watch (a second reader would race it) and
+// still never ends the process; the watch keeps applying changes.
+func TestBinarySIGHUPWithEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	put := func(rules string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := cli.Put(ctx, "/extauthz/rules.yaml", rules); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(rulesV1("serviceA"))
+	p := testbin.Start(t, testbin.Options{Binary: binary(t),
+		Args: []string{"--config", writeFile(t, t.TempDir(), "extauthz.yaml", binaryConfig),
+			"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+		Env: []string{"EXTAUTHZ_RULES_ETCD_ENDPOINTS=" + srv.Endpoint, "EXTAUTHZ_RULES_ETCD_KEYS=/extauthz/rules.yaml"}})
+	if e := hangup(t, p, 1); e["rules"] == nil || e["error"] != nil {
+		t.Errorf("SIGHUP with etcd rules logged %v; want them left to the watch", e)
+	}
+	put(rulesV1("serviceB"))
+	authz := authv3.NewAuthorizationClient(dial(t, p.GRPCAddr))
+	eventually(t, "the etcd change applied", func() bool {
+		return checkCode(t, authz, "GET", "/hello", "serviceB") == codes.OK
+	})
+	hangup(t, p, 2)
 	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit code = %d, want 0", code)
 	}
