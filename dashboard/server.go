@@ -37,7 +37,7 @@ type Push struct {
 
 // Options configure a Server.
 type Options struct {
-	Rules   func() *rulestore.Set           // the rules in force
+	Rules   func() *rulestore.Set            // the rules in force
 	Traffic func(time.Time) metrics.Snapshot // the per-second decision counts
 	Format  Format
 	Parse   rulestore.ParseOptions // how pushed rules are read, as the rules source's are
