@@ -94,6 +94,7 @@ type Metrics struct {
 	redisCached   prometheus.CounterFunc
 	queueWaiting  prometheus.GaugeFunc
 	logSuppressed prometheus.Counter
+	unenforced    prometheus.Counter
 	sources       atomic.Pointer[Sources] // read at scrape time; see Watch
 }
 
@@ -187,6 +188,10 @@ func New(opts Options) *Metrics {
 			Name: "extauthz_decision_log_suppressed_total",
 			Help: "Decision log lines left out over decision_log.max_per_second (counted once their second is over).",
 		}),
+		unenforced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "extauthz_concurrency_unenforced_total",
+			Help: "Times a concurrency rule's resource saw ext_authz Check calls and no rate-limit call for a minute: Check has no completion signal, so the rule limited nothing (counted once per such spell and resource).",
+		}),
 	}
 	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits})
 	noResources, noDomains := table{}, map[string]struct{}{}
@@ -197,7 +202,7 @@ func New(opts Options) *Metrics {
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
-		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting, m.logSuppressed)
+		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting, m.logSuppressed, m.unenforced)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
@@ -301,6 +306,12 @@ func (m *Metrics) Reload(applied bool, version uint64, rules int) {
 
 // DecisionLogSuppressed records n decision log lines left out over the cap on lines a second.
 func (m *Metrics) DecisionLogSuppressed(n uint64) { m.logSuppressed.Add(float64(n)) }
+
+// ConcurrencyUnenforced counts a concurrency rule that only Check calls reached for idle
+// (policy.UnenforcedRecorder).
+func (m *Metrics) ConcurrencyUnenforced(resource string, rule int, idle time.Duration) {
+	m.unenforced.Inc()
+}
 
 // RedisCall records one call to the shared store: its round-trip time, and whether it failed.
 func (m *Metrics) RedisCall(latency time.Duration, err error) {

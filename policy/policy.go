@@ -104,6 +104,7 @@ type Decider struct {
 	dryRun     bool
 	waiting    atomic.Int64              // requests held in throttle queues now
 	rulesCache atomic.Pointer[ruleCache] // lookups in the last rule set seen
+	unenforced UnenforcedRecorder        // the Recorder, when it is one; nil otherwise
 
 	drainMu sync.Mutex                 // serialises Drain
 	drain   atomic.Pointer[drainState] // never nil after New
@@ -122,6 +123,7 @@ func New(opts Options) *Decider {
 	if d.now == nil {
 		d.now = time.Now
 	}
+	d.unenforced, _ = opts.Recorder.(UnenforcedRecorder)
 	d.drain.Store(&drainState{changed: make(chan struct{})})
 	return d
 }
@@ -248,6 +250,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		return
 	}
 	v.Rules = set
+	d.watchConcurrency(req, set, start)
 	entries := req.Entries
 	var prev *descriptors.Entry // the last entry whose resource and origin were checked: let through
 	for i := range entries {
@@ -373,6 +376,9 @@ type ruleCache struct {
 	set      *rulestore.Set
 	names    map[string]struct{} // resources a param-flow rule names
 	throttle map[string]int      // resource -> its first enforcing throttle rule
+	// unenforced: the resources of concurrency rules (see watchConcurrency); nil when no
+	// UnenforcedRecorder is set.
+	unenforced map[string]*watch
 }
 
 // cache returns the ruleCache of set, made once per rule set.
@@ -381,7 +387,11 @@ func (d *Decider) cache(set *rulestore.Set) *ruleCache {
 	if c != nil && c.set == set {
 		return c
 	}
+	prev := c
 	c = &ruleCache{set: set, names: make(map[string]struct{}), throttle: make(map[string]int)}
+	if d.unenforced != nil {
+		c.unenforced = watches(set, prev)
+	}
 	for i, r := range set.ParamFlow.Rules() {
 		c.names[r.Resource] = struct{}{}
 		if _, ok := c.throttle[r.Resource]; !ok && r.Behavior == hotparam.Throttle && !r.Shadow {

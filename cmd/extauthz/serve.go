@@ -163,7 +163,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Mapper:   mapper.WithUses(ruleUses{current: store.Current}),
 		Rules:    store.Current,
 		Now:      time.Now,
-		Recorder: s.metrics,
+		Recorder: recorder{Metrics: s.metrics, log: log},
 		Decision: cfg.Decision,
 		Redact:   red.Value,
 	})
