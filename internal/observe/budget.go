@@ -25,7 +25,6 @@ const MsgSuppressed = "decision lines suppressed"
 // suppressed once the second is over. It is safe for concurrent use.
 type budget struct {
 	max int
-	now func() time.Time
 
 	mu         sync.Mutex
 	sec        int64  // the Unix second counted
