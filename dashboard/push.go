@@ -57,6 +57,7 @@ func (s *Server) setRules(r *request) (int, string) {
 // rules in force Sentinel's format cannot carry is refused: the dashboard would replace them
 // with what it showed.
 func (s *Server) push(r *request, k Kind) (int, string) {
+	r.before = describe(&s.opts.Rules().Rules, k)
 	data, ok := r.params["data"]
 	if !ok || strings.TrimSpace(data) == "" {
 		s.logPush(r, k, nil, "", errors.New("no data"))
@@ -106,7 +107,10 @@ func reason(s string) string {
 // logPush logs a push with who sent it, the rules of its kind before and after (each as
 // rulestore describes it), where it went, and its outcome.
 func (s *Server) logPush(r *request, k Kind, pushed *rulestore.Rules, where string, err error) {
-	before := describe(&s.opts.Rules().Rules, k)
+	before := r.before
+	if before == nil {
+		before = describe(&s.opts.Rules().Rules, k)
+	}
 	fields := []zap.Field{zap.String("caller", r.caller), zap.String("command", r.name),
 		zap.String("kind", kindWord(k)), zap.Strings("rules_before", before)}
 	if pushed != nil {

@@ -73,6 +73,7 @@ type request struct {
 	name   string
 	params map[string]string
 	caller string
+	before []string // a push's rules of its kind before it, as logged
 }
 
 // New returns a Server.

@@ -79,7 +79,8 @@ type service struct {
 	grpc      *grpc.Server
 	health    *health.Server
 	admin     *http.Server
-	serving   atomic.Bool // the gRPC server accepts calls
+	dash      *dashboardRun // nil without sentinel_dashboard.command_addr
+	serving   atomic.Bool   // the gRPC server accepts calls
 }
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
@@ -138,6 +139,9 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store, log); err != nil {
 		return nil, err
 	}
+	if s.dash, err = newDashboard(cfg, storeOpts.Parse, store, s.metrics, log); err != nil {
+		return nil, err
+	}
 
 	red, err := redact.New(cfg.Sensitive.Params, []byte(cfg.Sensitive.Key))
 	if err != nil {
@@ -182,7 +186,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Handler: admin.New(admin.Options{
 			Ready:     s.ready,
 			Metrics:   promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{Registry: s.metrics.Registry()}),
-			Rules:     store.Current,
+			Rules:     s.rulesView,
 			LastError: store.LastError,
 			Top:       s.top,
 			Traffic:   s.metrics.Snapshot,
@@ -251,7 +255,14 @@ func (s *service) run(ctx context.Context) error {
 		s.sweep(watchCtx, s.cfg.SweepInterval)
 	}()
 
-	failed := make(chan error, 2)
+	failed := make(chan error, 3)
+	if err := s.dash.start(watchCtx, &wg, failed); err != nil {
+		grpcLis.Close()
+		adminLis.Close()
+		stopWatch()
+		wg.Wait()
+		return err
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -338,6 +349,7 @@ func (s *service) shutdown() {
 
 // close releases what newService acquired.
 func (s *service) close() {
+	s.dash.close()
 	if s.closeEtcd != nil {
 		s.closeEtcd()
 		s.closeEtcd = nil

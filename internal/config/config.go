@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/extauthz/extauthz/dashboard"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/memlimit"
@@ -66,6 +68,8 @@ type Config struct {
 	Tracing TracingConfig `json:"tracing"`
 	// Decision tunes the decision path: the cap on throttled requests waiting, dry run.
 	Decision policy.Config `json:"decision"`
+	// SentinelDashboard makes the service a machine of a Sentinel dashboard (package dashboard).
+	SentinelDashboard dashboard.Config `json:"sentinel_dashboard"`
 }
 
 // HotParamConfig bounds the states kept of the values a hot-param rule evicted while not back
@@ -221,6 +225,8 @@ func Default() Config {
 		DecisionLog: DecisionLogConfig{Enabled: true, MaxPerSecond: observe.DefaultMaxPerSecond},
 		Tracing:     TracingConfig{SampleRatio: 1},
 		Decision:    policy.Config{MaxWaiting: policy.DefaultMaxWaiting},
+		SentinelDashboard: dashboard.Config{Addrs: []string{}, App: dashboard.DefaultApp,
+			HeartbeatInterval: dashboard.DefaultHeartbeatInterval, AllowedCallers: []string{}},
 	}
 }
 
@@ -381,6 +387,7 @@ func (c *Config) Validate() error {
 	if c.DecisionLog.AllowedEvery < 0 {
 		add("decision_log.allowed_every", "must not be negative, not %d", c.DecisionLog.AllowedEvery)
 	}
+	c.validateDashboard(add)
 	if c.DecisionLog.MaxPerSecond < 1 {
 		add("decision_log.max_per_second", "must be at least 1, not %d", c.DecisionLog.MaxPerSecond)
 	}
@@ -412,4 +419,19 @@ func orList(choices []string) string {
 		return choices[0]
 	}
 	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+}
+
+// validateDashboard checks the sentinel_dashboard section, and that a push can be written
+// where the rules come from.
+func (c *Config) validateDashboard(add func(field, format string, args ...any)) {
+	d := c.SentinelDashboard
+	for _, e := range d.Validate() {
+		add("sentinel_dashboard."+e.Field, "%s", e.Reason)
+	}
+	if k := d.EtcdKey; k != "" && !slices.Contains(c.RulesEtcd.Keys, k) {
+		add("sentinel_dashboard.etcd_key", "must be one of rules_etcd.keys, not %q", k)
+	}
+	if d.Enabled() && d.EtcdKey == "" && len(c.RulesEtcd.Keys) > 1 {
+		add("sentinel_dashboard.etcd_key", "required with more than one of rules_etcd.keys: the key the dashboard's pushes are written to")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extauthz/extauthz/dashboard"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/internal/tlsreload"
@@ -63,6 +64,8 @@ func TestDefaults(t *testing.T) {
 		DecisionLog: DecisionLogConfig{Enabled: true, MaxPerSecond: 100},
 		Tracing:     TracingConfig{SampleRatio: 1},
 		Decision:    policy.Config{MaxWaiting: 4096},
+		SentinelDashboard: dashboard.Config{Addrs: []string{}, App: "extauthz", HeartbeatInterval: 10 * time.Second,
+			AllowedCallers: []string{}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg, want)
