@@ -95,8 +95,11 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
-					if rs.rule.Match != nil && !rs.rule.Match.Match(v) {
-						continue
+					if rs.rule.Match != nil {
+						if !rs.rule.Match.Match(v) {
+							continue
+						}
+						v = keyOf(rs.rule.Match, v)
 					}
 					if len(ops) == cap(ops) {
 						ops, pooled = grow(ops, pooled)
