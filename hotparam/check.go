@@ -63,9 +63,15 @@ type pass struct {
 func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, int, *[]op) {
 	remote := 0
 	var pooled *[]op
+	base, dom := l.indexFor(opt.Domain)
 	for ei := range entries {
 		e := &entries[ei]
-		idx := l.byResource[e.Resource]
+		idx := base[e.Resource]
+		if dom != nil {
+			if di, ok := dom[e.Resource]; ok {
+				idx = di
+			}
+		}
 		if len(idx) == 0 {
 			continue
 		}

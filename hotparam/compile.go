@@ -17,7 +17,11 @@ const (
 
 // Rule limits each value of one param of one resource.
 type Rule struct {
-	Resource        string
+	Resource string
+	// Domain, when not empty, scopes the rule to the calls of that rate-limit domain
+	// (CheckOptions.Domain); a rule without one applies to the calls of every domain, and to
+	// those without a domain.
+	Domain          string
 	Param           string
 	Grade           Grade
 	Count           int64            // QPS: tokens per Duration; Concurrency: most in flight per value
@@ -49,6 +53,7 @@ type Matcher interface {
 // is unchanged, whatever its thresholds.
 type identity struct {
 	resource string
+	domain   string
 	param    string
 	grade    Grade
 	behavior Behavior
@@ -57,7 +62,7 @@ type identity struct {
 }
 
 func identityOf(r *Rule) identity {
-	return identity{r.Resource, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster}
+	return identity{r.Resource, r.Domain, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster}
 }
 
 // ruleState is a rule compiled for checking, with the state of its values.
@@ -188,7 +193,9 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 }
 
 // ruleID is a rule's RemoteOp.RuleID: its quoted resource and param, grade, behavior, duration
-// in ns and nth, joined by "|". It is built in one buffer (a reload may compile every rule).
+// in ns and nth, joined by "|", and for a rule with a Domain "|d" and the quoted domain (so the
+// IDs, and the shared store's keys, of rules without one are what they were before domains).
+// It is built in one buffer (a reload may compile every rule).
 func ruleID(r Rule, nth int) string {
 	var arr [128]byte // on the stack: the string is the only allocation of a usual rule
 	buf := arr[:0]
@@ -203,6 +210,10 @@ func ruleID(r Rule, nth int) string {
 	buf = strconv.AppendInt(buf, int64(r.Duration), 10)
 	buf = append(buf, '|')
 	buf = strconv.AppendInt(buf, int64(nth), 10)
+	if r.Domain != "" {
+		buf = append(buf, "|d"...)
+		buf = strconv.AppendQuote(buf, r.Domain)
+	}
 	return string(buf)
 }
 
@@ -223,7 +234,7 @@ func (rs *ruleState) capacity() int {
 // its resource and place the index by resource of old is shared too. A reload of a large set
 // with few changes so allocates little beyond the slices of the new Limiter.
 func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
-	l := &Limiter{rules: rules, opts: opts, byResource: resourceIndex(rules, old)}
+	l := &Limiter{rules: rules, opts: opts, byResource: resourceIndex(rules, old), scoped: scopeIndex(rules)}
 	if old != nil && old.seq != nil {
 		l.seq, l.budget = old.seq, old.budget
 	} else {
@@ -376,7 +387,7 @@ func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int
 // sameRule reports whether a and b compile alike. Rules with a Matcher are never the same (a
 // Matcher may not be comparable).
 func sameRule(a, b *Rule) bool {
-	return a.Resource == b.Resource && a.Param == b.Param && a.Grade == b.Grade && a.Count == b.Count &&
+	return a.Resource == b.Resource && a.Domain == b.Domain && a.Param == b.Param && a.Grade == b.Grade && a.Count == b.Count &&
 		a.Duration == b.Duration && a.Burst == b.Burst && a.Behavior == b.Behavior &&
 		a.MaxQueueingTime == b.MaxQueueingTime && a.Lease == b.Lease && a.Capacity == b.Capacity &&
 		a.Refund == b.Refund && a.Cluster == b.Cluster && a.Shadow == b.Shadow &&

@@ -52,6 +52,9 @@ type CheckOptions struct {
 	Deadline time.Time
 	// SkipConcurrency leaves concurrency rules out (callers with no completion signal).
 	SkipConcurrency bool
+	// Domain is the call's rate-limit domain: the rules of that domain apply, besides those
+	// without a domain. "" (ext_authz calls) is the rules without a domain alone.
+	Domain string
 }
 
 // Block describes the rule and value that blocked (or, for shadow rules, would have).
@@ -164,7 +167,8 @@ type RuleStats struct {
 type Limiter struct {
 	rules      []Rule
 	compiled   []*ruleState
-	byResource map[string][]int32
+	byResource map[string][]int32 // every rule, domains or not
+	scoped     *scopedIndex       // the rules by domain; nil when no rule has one (domain.go)
 	opts       Options
 	// seq numbers the stores of this Limiter and of those reloaded from it, which share them;
 	// the numbers order the stores' locks. budget is what their ledgers hold, shared likewise.

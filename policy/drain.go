@@ -75,7 +75,7 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 // shuttingDown refuses req, which was held for a throttle rule until the service stops: the
 // first throttled entry is the one at fault, retry-after is the time until its turn.
 func (d *Decider) shuttingDown(req *Request, v *Verdict, set *rulestore.Set, entries []descriptors.Entry, turn time.Duration) {
-	i, rule := d.throttled(set, entries)
+	i, rule := d.throttled(set, req.Domain, entries)
 	d.queueFull(req, v, set, entries, max(i, 0), rule)
 	v.queueFull, v.shuttingDown = false, true
 	v.Block.Reason = ReasonShuttingDown

@@ -284,7 +284,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	if d.waiting.Load() >= d.maxWaiting {
 		// The queues are full: a request a throttle rule would hold is refused before it takes
 		// a place in a queue.
-		if i, rule := d.throttled(set, entries); i >= 0 {
+		if i, rule := d.throttled(set, req.Domain, entries); i >= 0 {
 			d.queueFull(req, v, set, entries, i, rule)
 			return
 		}
@@ -296,7 +296,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		st = append(st, hotparam.Status{Rule: -1})
 	}
 	v.hot, v.st, v.Statuses = hot, st, st
-	opts := hotparam.CheckOptions{SkipConcurrency: req.SkipConcurrency}
+	opts := hotparam.CheckOptions{SkipConcurrency: req.SkipConcurrency, Domain: req.Domain}
 	if dl, ok := ctx.Deadline(); ok {
 		opts.Deadline = start.Add(time.Until(dl) - DeadlineMargin)
 	}
@@ -328,7 +328,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			// Lost a race for the last places: refused, and the place this request took in its
 			// queue stays taken, as a cancelled wait's does.
 			d.waiting.Add(-1)
-			i, rule := d.throttled(set, entries)
+			i, rule := d.throttled(set, req.Domain, entries)
 			d.queueFull(req, v, set, entries, max(i, 0), rule)
 			return
 		}
@@ -346,12 +346,16 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 }
 
 // throttled returns the first entry that is no release and an enforcing throttle rule of set
-// names, with that rule's index; -1, -1 when there is none.
-func (d *Decider) throttled(set *rulestore.Set, entries []descriptors.Entry) (entry, rule int) {
+// applying to the calls of domain names, with that rule's index; -1, -1 when there is none.
+func (d *Decider) throttled(set *rulestore.Set, domain string, entries []descriptors.Entry) (entry, rule int) {
 	c := d.cache(set)
+	scoped := c.domainThrottle[domain] // nil for "" and for a domain without throttle rules
 	for i := range entries {
 		if entries[i].Release {
 			continue
+		}
+		if r, ok := scoped[entries[i].Resource]; ok {
+			return i, r
 		}
 		if r, ok := c.throttle[entries[i].Resource]; ok {
 			return i, r
@@ -375,7 +379,11 @@ func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entrie
 type ruleCache struct {
 	set      *rulestore.Set
 	names    map[string]struct{} // resources a param-flow rule names
-	throttle map[string]int      // resource -> its first enforcing throttle rule
+	throttle map[string]int      // resource -> its first enforcing throttle rule without a domain
+	// domainThrottle: domain -> resource -> the first enforcing throttle rule that applies to
+	// the domain's calls (its own or one without a domain), for the resources the domain's
+	// throttle rules name; nil when no throttle rule has a domain.
+	domainThrottle map[string]map[string]int
 	// unenforced: the resources of concurrency rules (see watchConcurrency); nil when no
 	// UnenforcedRecorder is set.
 	unenforced map[string]*watch
@@ -394,8 +402,32 @@ func (d *Decider) cache(set *rulestore.Set) *ruleCache {
 	}
 	for i, r := range set.ParamFlow.Rules() {
 		c.names[r.Resource] = struct{}{}
-		if _, ok := c.throttle[r.Resource]; !ok && r.Behavior == hotparam.Throttle && !r.Shadow {
+		if r.Behavior != hotparam.Throttle || r.Shadow {
+			continue
+		}
+		if r.Domain != "" {
+			if c.domainThrottle == nil {
+				c.domainThrottle = make(map[string]map[string]int)
+			}
+			m := c.domainThrottle[r.Domain]
+			if m == nil {
+				m = make(map[string]int)
+				c.domainThrottle[r.Domain] = m
+			}
+			if _, ok := m[r.Resource]; !ok {
+				m[r.Resource] = i
+			}
+			continue
+		}
+		if _, ok := c.throttle[r.Resource]; !ok {
 			c.throttle[r.Resource] = i
+		}
+	}
+	for _, m := range c.domainThrottle {
+		for res, i := range m {
+			if j, ok := c.throttle[res]; ok && j < i {
+				m[res] = j
+			}
 		}
 	}
 	d.rulesCache.Store(c)

@@ -79,7 +79,7 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 			audit.Decision{API: "check", RequestID: "r1", Resource: "GET:/x", Origin: "web", Result: "allowed"}},
 		{"authority", Request{API: APIRateLimit, Domain: "edge", Entries: []descriptors.Entry{entry("GET:/x", ""), entry("GET:/admin", "web")}},
 			Authority, call{APIRateLimit, "edge", "GET:/admin", ResultAuthority},
-			audit.Decision{API: "ratelimit", Resource: "GET:/admin", Origin: "web", Result: "blocked", Reason: "authority", Rule: "authority[0]"}},
+			audit.Decision{API: "ratelimit", Domain: "edge", Resource: "GET:/admin", Origin: "web", Result: "blocked", Reason: "authority", Rule: "authority[0]"}},
 		{"allowed, shadow would block", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/peek", "web", user)}},
 			Allow, call{APICheck, "", "GET:/peek", ResultOK}, // a shadow rule names its resource too
 			audit.Decision{API: "check", Resource: "GET:/peek", Origin: "web", Result: "allowed"}},

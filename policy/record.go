@@ -68,6 +68,7 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 		a.API = "ratelimit"
 	}
 	a.RequestID = req.RequestID
+	a.Domain = req.Domain
 	at := v.At
 	if at < 0 && len(req.Entries) > 0 {
 		at = 0

@@ -74,7 +74,11 @@ func DescribeAuthority(r authority.Rule) string {
 // style), leaving out fields at their defaults.
 func DescribeParamFlow(r hotparam.Rule) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "{resource: %q, param: %q", r.Resource, r.Param)
+	fmt.Fprintf(&b, "{resource: %q", r.Resource)
+	if r.Domain != "" {
+		fmt.Fprintf(&b, ", domain: %q", r.Domain)
+	}
+	fmt.Fprintf(&b, ", param: %q", r.Param)
 	if r.Grade == hotparam.Concurrency {
 		b.WriteString(", grade: concurrency")
 	}

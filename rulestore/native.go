@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
+	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/memlimit"
 )
@@ -29,6 +30,7 @@ type nativeFile struct {
 // authorityDoc is one authority rule as written.
 type authorityDoc struct {
 	Resource      string   `json:"resource"`
+	Domain        string   `json:"domain"` // refused: authority rules apply to every domain
 	Strategy      string   `json:"strategy"`
 	Origins       []scalar `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
@@ -38,6 +40,7 @@ type authorityDoc struct {
 // paramFlowDoc is one param-flow rule as written.
 type paramFlowDoc struct {
 	Resource        string            `json:"resource"`
+	Domain          string            `json:"domain"`
 	Param           string            `json:"param"`
 	Grade           string            `json:"grade"`
 	Count           int64             `json:"count"`
@@ -86,12 +89,16 @@ func (p *parser) native(ms []member) {
 func (p *parser) authorityRule(i int, raw json.RawMessage) {
 	r := p.rule(sectionAuthority, i)
 	var d authorityDoc
-	if !decodeStrict(raw, &d, "", r.add).ok() {
+	given := decodeStrict(raw, &d, "", r.add)
+	if !given.ok() {
 		r.done(&p.errs, "")
 		return
 	}
 	rule := authority.Rule{Resource: d.Resource, Shadow: d.Shadow}
 	requireResource(r, d.Resource)
+	if given.has("domain") && !fieldFailed(r, "domain") {
+		r.add("domain", "applies only to param_flow rules: an authority rule applies to the calls of every domain")
+	}
 	switch {
 	case fieldFailed(r, "strategy"):
 	case d.Strategy == "":
@@ -174,6 +181,7 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 	}
 	rule := hotparam.Rule{
 		Resource: d.Resource,
+		Domain:   d.Domain,
 		Param:    d.Param,
 		Count:    d.Count,
 		Burst:    d.Burst,
@@ -182,6 +190,9 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		Shadow:   d.Shadow,
 	}
 	requireResource(r, d.Resource)
+	if given.has("domain") {
+		checkDomain(r, d.Domain)
+	}
 	if d.Param == "" && !fieldFailed(r, "param") {
 		r.add("param", "must not be empty")
 	}
@@ -377,6 +388,17 @@ func (p *parser) addParamFlow(r *ruleErrs, i int, rule hotparam.Rule) {
 		p.paramPos = append(p.paramPos, i)
 	}
 	r.done(&p.errs, rule.Resource)
+}
+
+// checkDomain reports a domain given but empty, or one no rate-limit call can have.
+func checkDomain(r *ruleErrs, domain string) {
+	switch {
+	case fieldFailed(r, "domain"):
+	case domain == "":
+		r.add("domain", "must not be empty (leave the field out for a rule of every domain)")
+	case len(domain) > descriptors.MaxLen:
+		r.add("domain", "is %d bytes, longer than the %d a rate-limit call's domain may be", len(domain), descriptors.MaxLen)
+	}
 }
 
 // requireResource reports an empty resource, unless the field already failed to decode.

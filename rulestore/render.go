@@ -21,6 +21,7 @@ type AuthorityJSON struct {
 // ParamFlowJSON is a param-flow rule as the rules file spells it (defaults filled in).
 type ParamFlowJSON struct {
 	Resource        string           `json:"resource"`
+	Domain          string           `json:"domain,omitempty"` // "": the rule applies to every domain
 	Param           string           `json:"param"`
 	Grade           string           `json:"grade"`
 	Count           int64            `json:"count"`
@@ -66,6 +67,7 @@ func AuthorityOf(r authority.Rule) AuthorityJSON {
 func ParamFlowOf(r hotparam.Rule) ParamFlowJSON {
 	v := ParamFlowJSON{
 		Resource:    r.Resource,
+		Domain:      r.Domain,
 		Param:       r.Param,
 		Count:       r.Count,
 		Items:       r.Items,

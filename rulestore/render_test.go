@@ -14,6 +14,7 @@ authority:
 param_flow:
   - {resource: "GET:/a", param: user, count: 5, duration: 2s, behavior: throttle, max_queueing_time: 300ms, items: [{value: vip, count: 50}]}
   - {resource: "GET:/b", param: user, grade: concurrency, count: 2}
+  - {resource: "GET:/b", domain: llm, param: user, count: 3}
 `), ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +33,8 @@ param_flow:
 			`{"resource":"GET:/a","param":"user","grade":"qps","count":5,"duration":"2s","behavior":"throttle","max_queueing_time":"300ms","items":{"vip":50},"refund":false,"cluster":false,"shadow":false}`},
 		{got(ParamFlowOf(rules.ParamFlow[1])),
 			`{"resource":"GET:/b","param":"user","grade":"concurrency","count":2,"refund":false,"cluster":false,"shadow":false}`},
+		{got(ParamFlowOf(rules.ParamFlow[2])),
+			`{"resource":"GET:/b","domain":"llm","param":"user","grade":"qps","count":3,"duration":"1s","behavior":"reject","refund":false,"cluster":false,"shadow":false}`},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("rendered\n %s\nwant\n %s", tt.got, tt.want)

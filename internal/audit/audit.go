@@ -14,6 +14,7 @@ import (
 // them redacts sensitive params.
 type Decision struct {
 	API       string // "check" or "ratelimit"
+	Domain    string // the rate-limit domain; "" for Check and for a call without one
 	RequestID string // Envoy's x-request-id, when the request carries it
 	Resource  string
 	Origin    string

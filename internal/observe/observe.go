@@ -282,6 +282,9 @@ func (o *Observer) logDecision(d *audit.Decision, at time.Time, sc trace.SpanCon
 		zap.String("param", cut(d.Param)),
 		zap.String("value", cut(value)),
 	}
+	if d.Domain != "" {
+		fields = append(fields, zap.String("domain", cut(d.Domain)))
+	}
 	if d.Shadow {
 		fields = append(fields, zap.Bool("shadow", true))
 	}
