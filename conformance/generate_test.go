@@ -38,6 +38,7 @@ func randomCases(seed uint64, n int) []Case {
 		{"gateway", genGateway},
 		{"throttle", genThrottle},
 		{"refill", genRefill},
+		{"throttle-hits", genThrottleHits},
 	}
 	var cases []Case
 	for i := range n {

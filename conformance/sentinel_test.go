@@ -49,6 +49,7 @@ type tally struct {
 	findings                            []string
 	shown                               map[string]bool // cases whose rules a finding showed
 	spacing                             []string        // what the spacing cases admitted
+	throttleHits                        [][2]int64      // hits admitted per value of the throttle-hits cases: Sentinel, extauthz
 }
 
 func (t *tally) design(what string) {
@@ -91,6 +92,13 @@ func (t *tally) report(tb testing.TB) {
 		t.cases, t.compared, t.identical, total, strings.Join(kinds, ", "), t.skipped, len(t.findings))
 	for _, s := range t.spacing {
 		tb.Logf("throttle spacing, %s", s)
+	}
+	if len(t.throttleHits) > 0 {
+		var hs, he int64
+		for _, h := range t.throttleHits {
+			hs, he = hs+h[0], he+h[1]
+		}
+		tb.Logf("throttled requests of 1 to 4 hits, %d values: Sentinel admitted %d hits, extauthz %d, each within its bounds", len(t.throttleHits), hs, he)
 	}
 	for _, f := range t.findings {
 		tb.Error(f)
@@ -153,6 +161,8 @@ func compareCase(tl *tally, c *Case, res *Result) {
 		switch {
 		case c.Relation == relSpacing:
 			tl.design("throttle spacing") // checked as a whole: checkSpacing
+		case c.Relation == relThrottleHits:
+			tl.design("throttle hits") // checked as a whole: checkThrottleHits
 		case !e.Allow && e.Block == "authority" && s.Allow && r.Origin == "" && whiteOn[r.Resource]:
 			tl.design("empty origin on a white list")
 		case e.Allow && !s.Allow && s.Block == "param_flow" && e.Wait > 0 && hasDuration(maxQ[r.Resource], e.Wait):
@@ -178,6 +188,8 @@ func compareCase(tl *tally, c *Case, res *Result) {
 		checkDominance(tl, c, res.Decisions, got)
 	case relSpacing:
 		checkSpacing(tl, c, rules, res.Decisions, got)
+	case relThrottleHits:
+		checkThrottleHits(tl, c, rules, res.Decisions, got)
 	}
 }
 
