@@ -73,17 +73,21 @@ done
 c=$(code '/items%2Fx?item_id=sh-a' --path-as-is -H 'x-origin: web')
 [ "$c" = 400 ] && pass "encoded slash gets 400" || fail "encoded slash: got $c, want 400"
 
-# Per-item limit: 5 a second plus a burst of 2. Twelve quick requests must hit the limit, and
-# the 429 must say when to retry and what the limit is.
-ok=0 last=
-for _ in $(seq 12); do
+# Per-item limit: 5 a second plus a burst of 2. Quick requests must hit the limit after the
+# bucket (7) and what refilled while they ran (5 a second: on a slow machine the requests take
+# a while), and the 429 must say when to retry and what the limit is.
+ok=0 last= began=$(date +%s%N)
+for _ in $(seq 40); do
 	last=$(code '/items?item_id=sh-b' -H 'x-origin: web')
-	[ "$last" = 200 ] && ok=$((ok + 1))
+	[ "$last" = 200 ] || break
+	ok=$((ok + 1))
 done
-if [ "$last" = 429 ] && [ "$ok" -ge 7 ] && [ "$ok" -le 9 ]; then
-	pass "item over its limit gets 429 after $ok"
+elapsed_ms=$((($(date +%s%N) - began) / 1000000))
+most=$((7 + (5 * elapsed_ms + 999) / 1000))
+if [ "$last" = 429 ] && [ "$ok" -ge 7 ] && [ "$ok" -le "$most" ]; then
+	pass "item over its limit gets 429 after $ok (at most $most in ${elapsed_ms}ms)"
 else
-	fail "item limit: $ok admitted, last status $last; want 7 to 9 admitted, then 429"
+	fail "item limit: $ok admitted, last status $last; want 7 to $most admitted in ${elapsed_ms}ms, then 429"
 fi
 # Envoy states the limit of the status with the fewest remaining (XRateLimitHeaderUtils::
 # populateHeaders): "N, N;w=1;name=..." for a 1s rule, 0 remaining on a refusal, the reset in whole

@@ -15,8 +15,9 @@ import (
 // send streams the service refuses: a REFUSED_STREAM would reach ext_authz as a failed call (a
 // 503) and the rate-limit filter as one it lets through unlimited.
 //
-// The Check and rate-limit timeouts, and the retries' max_interval that Envoy takes as each
-// try's timeout, are raised to 5s (0.5s and 1s shipped) by named edits: on a loaded two-core
+// The Check and rate-limit timeouts, the retries' max_interval that Envoy takes as each try's
+// timeout, and the test upstream's connect_timeout are raised to 5s (0.5s, 1s and 0.25s
+// shipped) by named edits: on a loaded two-core
 // machine, 2,000 requests arriving at once take Envoy and the service longer than 0.5s to get
 // through, which would fail Checks by timeout whatever the streams do.
 func TestBurstAfterStartRefusesNoStream(t *testing.T) {
@@ -24,7 +25,11 @@ func TestBurstAfterStartRefusesNoStream(t *testing.T) {
 		"                timeout: 0.5s\n", "                timeout: 5s\n",
 		"{base_interval: 0.01s, max_interval: 0.5s}", "{base_interval: 0.01s, max_interval: 5s}",
 		"              timeout: 1s\n", "              timeout: 5s\n",
-		"{base_interval: 0.01s, max_interval: 1s}", "{base_interval: 0.01s, max_interval: 5s}")})
+		"{base_interval: 0.01s, max_interval: 1s}", "{base_interval: 0.01s, max_interval: 5s}",
+		// The test upstream, a Go server on the same two cores, accepts 2,000 connections at
+		// once slower than the shipped 0.25s connect_timeout on a loaded machine.
+		"  - name: upstream\n    type: STRICT_DNS\n    connect_timeout: 0.25s\n",
+		"  - name: upstream\n    type: STRICT_DNS\n    connect_timeout: 5s\n")})
 	const users, each = 400, 5
 	var ta tally
 	var wg sync.WaitGroup

@@ -151,6 +151,7 @@ func TestIdentityFromJWT(t *testing.T) {
 			t.Errorf("%s: %d Checks, want %d", tc.name, got, tc.wantChecks)
 		}
 	}
+	waitBlocked(s, "check", "qps", 1)
 	if s.blocked("check", "qps") != 1 || !strings.Contains(s.svc.LogText(), `"value":"acme"`) {
 		t.Errorf("the tenant's refusal is not logged with its value:\n%s", s.svc.LogText())
 	}
@@ -204,6 +205,7 @@ func TestIdentityToRateLimit(t *testing.T) {
 	if len(s.up.Requests()) != statuses[200] {
 		t.Errorf("the upstream got %d requests, the client %d 200s", len(s.up.Requests()), statuses[200])
 	}
+	waitBlocked(s, "ratelimit", "qps", statuses[429])
 	if !strings.Contains(s.svc.LogText(), `"api":"ratelimit"`) || s.blocked("ratelimit", "qps") != statuses[429] {
 		t.Fatalf("the rate-limit refusals are not logged:\n%s", s.svc.LogText())
 	}

@@ -31,6 +31,14 @@ func (s *stack) blocked(api, reason string) int {
 	return n
 }
 
+// waitBlocked waits up to 10s for the service to have logged n refusals (the log is read from
+// the process as it writes it), and returns early when it has.
+func waitBlocked(s *stack, api, reason string, n int) {
+	for deadline := time.Now().Add(10 * time.Second); s.blocked(api, reason) < n && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestRolloutNotEnforced: with the rate-limit filter's filter_enforced at 0% (the variant's one
 // edit) the service decides every request and Envoy enforces none: the client of a third
 // download in flight gets 200, and the service counts the refusal. The stream-done release
@@ -61,6 +69,7 @@ func TestRolloutNotEnforced(t *testing.T) {
 	if third.status != http.StatusOK || fourth.status != http.StatusOK {
 		t.Errorf("not enforced: third and fourth downloads got %d and %d, want 200 and 200", third.status, fourth.status)
 	}
+	waitBlocked(s, "ratelimit", "concurrency", 2)
 	if got := s.blocked("ratelimit", "concurrency"); got != 2 {
 		t.Errorf("the service refused %d downloads, want 2 (the third, and the fourth after the third's release)", got)
 	}
@@ -84,6 +93,7 @@ func TestRolloutShadowMode(t *testing.T) {
 	if a := s.do(h1, "GET", "/reports", "x-origin", "stranger"); a.status != http.StatusOK {
 		t.Errorf("shadow mode: an unlisted origin got %d, want 200", a.status)
 	}
+	waitBlocked(s, "check", "authority", 1)
 	if got := s.blocked("check", "authority"); got != 1 {
 		t.Errorf("the service refused %d Checks, want 1", got)
 	}
