@@ -67,7 +67,11 @@ func DescribeAuthority(r authority.Rule) string {
 	for i, o := range r.Origins {
 		origins[i] = strconv.Quote(o)
 	}
-	return fmt.Sprintf("{resource: %q, strategy: %s, origins: [%s]%s}", r.Resource, strategy, strings.Join(origins, ", "), missing)
+	literal := ""
+	if r.Literal {
+		literal = ", literal: true" // without it an entry written like an address matches addresses
+	}
+	return fmt.Sprintf("{resource: %q, strategy: %s, origins: [%s]%s%s}", r.Resource, strategy, strings.Join(origins, ", "), missing, literal)
 }
 
 // DescribeParamFlow writes a param-flow rule in the native format, on one line (YAML flow

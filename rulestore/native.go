@@ -35,6 +35,7 @@ type authorityDoc struct {
 	Origins       []scalar `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
 	Shadow        bool     `json:"shadow"`
+	Literal       bool     `json:"literal"`
 }
 
 // paramFlowDoc is one param-flow rule as written.
@@ -94,7 +95,7 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 		r.done(&p.errs, "")
 		return
 	}
-	rule := authority.Rule{Resource: d.Resource, Shadow: d.Shadow}
+	rule := authority.Rule{Resource: d.Resource, Shadow: d.Shadow, Literal: d.Literal}
 	requireResource(r, d.Resource)
 	if given.has("domain") && !fieldFailed(r, "domain") {
 		r.add("domain", "applies only to param_flow rules: an authority rule applies to the calls of every domain")
@@ -123,6 +124,8 @@ func (p *parser) authorityRule(i int, raw json.RawMessage) {
 	case fieldFailed(r, "origins"):
 	case len(d.Origins) == 0:
 		r.add("origins", "must list at least one origin")
+	case d.Literal:
+		rule.Origins = p.literalOrigins(r, "origins", d.Origins)
 	default:
 		rule.Origins = p.origins(r, "origins", d.Origins)
 	}

@@ -15,7 +15,8 @@ type AuthorityJSON struct {
 	Strategy      string   `json:"strategy"`
 	Origins       []string `json:"origins"`
 	MissingOrigin string   `json:"missing_origin"`
-	Shadow        bool     `json:"shadow"` // evaluated and counted, never blocks
+	Shadow        bool     `json:"shadow"`            // evaluated and counted, never blocks
+	Literal       bool     `json:"literal,omitempty"` // every origin compared as written
 }
 
 // ParamFlowJSON is a param-flow rule as the rules file spells it (defaults filled in).
@@ -56,6 +57,7 @@ func AuthorityOf(r authority.Rule) AuthorityJSON {
 		Origins:       r.Origins,
 		MissingOrigin: missing.String(),
 		Shadow:        r.Shadow,
+		Literal:       r.Literal,
 	}
 	if v.Origins == nil {
 		v.Origins = []string{}
