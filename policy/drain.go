@@ -42,8 +42,8 @@ func (d *Decider) Drain(deadline time.Time) {
 	close(old.changed)
 }
 
-// hold waits w, or until ctx ends (its error), or until a Drain deadline falls before the end
-// of the wait (errShuttingDown).
+// hold waits w (to the HoldResolution after it), or until ctx ends (its error), or until a
+// Drain deadline falls before the end of the wait (errShuttingDown).
 func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 	if w <= 0 {
 		return nil
@@ -55,15 +55,14 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 	if d.rec != nil {
 		d.rec.QueueWait(w)
 	}
-	t := time.NewTimer(w)
-	defer t.Stop()
+	turn := d.wake.at(w) // shared with the calls whose turn falls in the same interval
 	for {
 		ds := d.drain.Load()
 		if !ds.deadline.IsZero() && end.After(ds.deadline) {
 			return errShuttingDown
 		}
 		select {
-		case <-t.C:
+		case <-turn:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

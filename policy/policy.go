@@ -106,6 +106,7 @@ type Decider struct {
 	rulesCache atomic.Pointer[ruleCache] // lookups in the last rule set seen
 	unenforced UnenforcedRecorder        // the Recorder, when it is one; nil otherwise
 
+	wake    wakeups                    // when held calls are answered
 	drainMu sync.Mutex                 // serialises Drain
 	drain   atomic.Pointer[drainState] // never nil after New
 }

@@ -1,0 +1,58 @@
+package policy
+
+import (
+	"sync"
+	"time"
+)
+
+// HoldResolution is how finely held calls are woken: a throttled call is answered at the first
+// multiple of HoldResolution (on the process's monotonic clock) at or after its turn, together
+// with every other call whose turn falls in the same interval. The turns themselves stay exact
+// (the limiter spaces them count per duration, without drift); an answer is never sent before
+// its turn and, but for the scheduler, at most HoldResolution after it. At 10,000 held calls a
+// second this is one timer and one wake-up every millisecond instead of one per call, and gRPC
+// writes the answers of a batch together.
+const HoldResolution = time.Millisecond
+
+// wakeups hands out, per interval of HoldResolution, one channel closed at the end of it.
+// Its zero value is ready to use; it is safe for concurrent use.
+type wakeups struct {
+	epoch time.Time // the origin of the intervals (monotonic); set on first use
+	// since is the time since epoch; nil reads the monotonic clock. A test seam: the timers
+	// run on the real clock whatever it says.
+	since func(epoch time.Time) time.Duration
+
+	mu      sync.Mutex
+	batches map[int64]chan struct{} // by interval number: the calls woken at its end
+}
+
+// at returns a channel closed once the time is at least now+w (now read from the monotonic
+// clock, not the Decider's), at the end of the HoldResolution interval that holds it.
+func (k *wakeups) at(w time.Duration) <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.batches == nil {
+		k.batches = map[int64]chan struct{}{}
+		k.epoch = time.Now()
+	}
+	since := time.Since
+	if k.since != nil {
+		since = k.since
+	}
+	now := since(k.epoch)
+	n := int64((now + w + HoldResolution - 1) / HoldResolution) // the first interval end at or after now+w
+	if ch, ok := k.batches[n]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	k.batches[n] = ch
+	// One timer per interval: it runs once, closes the channel and forgets it (bounded by
+	// the longest wait over HoldResolution).
+	time.AfterFunc(time.Duration(n)*HoldResolution-now, func() {
+		k.mu.Lock()
+		delete(k.batches, n)
+		k.mu.Unlock()
+		close(ch)
+	})
+	return ch
+}
