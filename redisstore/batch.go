@@ -156,24 +156,7 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, bat
 	if err == nil && len(g[0].out) != 6*len(batch) {
 		err = fmt.Errorf("redis store: %w: %d numbers for a batch of %d", errBadReply, len(g[0].out), len(batch))
 	}
-	s.calls.Add(uint64(len(batch)))
-	s.latency.Add(int64(lat) * int64(len(batch)))
-	s.setErr(err)
-	if err != nil {
-		s.errs.Add(uint64(len(batch)))
-		switch {
-		case parent.Err() != nil:
-			// the caller gave up (its own deadline or cancellation): no fault of Redis
-		case unavailable(err):
-			if opened, n := s.br.failure(); opened {
-				s.opened(n, err)
-			}
-		default:
-			s.br.success() // Redis answered: it is up, the call was wrong
-		}
-	} else {
-		s.br.success()
-	}
+	s.settle(parent, len(batch), lat, err)
 	for i, w := range batch {
 		w.err, w.size = err, len(batch)
 		if err == nil {
@@ -185,9 +168,6 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, bat
 			if !w.res.Allowed && s.blk != nil && cacheable(w.op) {
 				s.blk.add(key, w.op, &w.res, start)
 			}
-		}
-		if s.opts.Observe != nil {
-			s.opts.Observe(lat, err)
 		}
 		close(w.done)
 	}

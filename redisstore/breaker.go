@@ -1,6 +1,10 @@
 package redisstore
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
 
 // breaker counts consecutive failures and opens after a threshold; it closes when a probe
 // succeeds. It is safe for concurrent use.
@@ -41,4 +45,35 @@ func (b *breaker) trip() bool {
 func (b *breaker) reset() bool {
 	b.fails.Store(0)
 	return b.open.CompareAndSwap(true, false)
+}
+
+// settle records the outcome of one script call sent to Redis on behalf of callers Eval calls
+// (one, or a batch's), which took lat and ended with err: the counters, the last error, the
+// breaker (one success or failure for the script call, whatever the number of callers) and
+// Options.Observe (once per caller). parent is the callers' context before the call's own
+// deadline: when it is done, the caller gave up, and the failure is no fault of Redis.
+func (s *Store) settle(parent context.Context, callers int, lat time.Duration, err error) {
+	s.calls.Add(uint64(callers))
+	s.latency.Add(int64(lat) * int64(callers))
+	s.setErr(err)
+	switch {
+	case err == nil:
+		s.br.success()
+	case parent.Err() != nil:
+		s.errs.Add(uint64(callers))
+		// the caller gave up (its own deadline or cancellation): no fault of Redis
+	case unavailable(err):
+		s.errs.Add(uint64(callers))
+		if opened, n := s.br.failure(); opened {
+			s.opened(n, err)
+		}
+	default:
+		s.errs.Add(uint64(callers))
+		s.br.success() // Redis answered: it is up, the call was wrong
+	}
+	if s.opts.Observe != nil {
+		for range callers {
+			s.opts.Observe(lat, err)
+		}
+	}
 }

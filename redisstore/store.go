@@ -307,27 +307,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	if err == nil && s.blk != nil {
 		s.remember(ops, keys, res, start)
 	}
-	s.calls.Add(1)
-	s.latency.Add(int64(lat))
-	s.setErr(err)
-	if err != nil {
-		s.errs.Add(1)
-		switch {
-		case parent.Err() != nil:
-			// the caller gave up (its own deadline or cancellation): no fault of Redis
-		case unavailable(err):
-			if opened, n := s.br.failure(); opened {
-				s.opened(n, err)
-			}
-		default:
-			s.br.success() // Redis answered: it is up, the call was wrong
-		}
-	} else {
-		s.br.success()
-	}
-	if s.opts.Observe != nil {
-		s.opts.Observe(lat, err)
-	}
+	s.settle(parent, 1, lat, err)
 	return err
 }
 
