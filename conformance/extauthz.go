@@ -72,11 +72,19 @@ func (c *Case) ParamNames() []string {
 // Extauthz decides c's trace with extauthz's rule engines, on c's clock: the rules parsed as
 // the service loads the file, then each request through the authority list and the limiter
 // as the decision path runs them (authority first; a request either passes every rule or
-// takes nothing).
+// takes nothing). A case with Cluster is parsed as with a shared store of that many replicas,
+// and its cluster rules run on one limiter, whose counts are the shared counts.
 func Extauthz(c *Case) ([]Verdict, rulestore.Rules, error) {
-	rules, err := rulestore.Parse(c.Name+".json", c.Document(), rulestore.ParseOptions{ParamNames: c.ParamNames()})
+	opts := rulestore.ParseOptions{ParamNames: c.ParamNames()}
+	if c.Cluster != nil {
+		opts.ClusterEnabled, opts.ClusterClients = true, c.Cluster.Clients
+	}
+	rules, err := rulestore.Parse(c.Name+".json", c.Document(), opts)
 	if err != nil {
 		return nil, rules, err
+	}
+	for i := range rules.ParamFlow {
+		rules.ParamFlow[i].Cluster = false
 	}
 	list, err := authority.New(rules.Authority)
 	if err != nil {

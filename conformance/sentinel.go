@@ -34,9 +34,17 @@ type Case struct {
 	// Params are the param names extauthz resolves paramIdx with (ParseOptions.ParamNames);
 	// when empty, p0, p1, ... for as many positions as the trace uses.
 	Params []string `json:"params,omitempty"`
+	// Cluster, when set, has Sentinel's token server decide the case's cluster rule.
+	Cluster *Cluster `json:"cluster,omitempty"`
 	// Relation names how extauthz's decisions must relate to Sentinel's; "" is identical.
 	Relation string    `json:"relation,omitempty"`
 	Trace    []Request `json:"trace"`
+}
+
+// Cluster is a token server's setting: the clients connected to it (Sentinel), the replicas
+// sharing the store (extauthz: store.redis.replicas).
+type Cluster struct {
+	Clients int `json:"clients"`
 }
 
 // Request is one request of a trace.
@@ -76,6 +84,7 @@ type Loaded struct {
 	Authority int    `json:"authority"`
 	ParamFlow int    `json:"paramFlow"`
 	Gateway   int    `json:"gateway"`
+	Cluster   int    `json:"cluster"` // the cluster rules the token server holds
 }
 
 // Result is Sentinel's answers to one case.

@@ -19,6 +19,11 @@ import com.alibaba.csp.sentinel.adapter.gateway.common.param.GatewayParamParser;
 import com.alibaba.csp.sentinel.adapter.gateway.common.param.RequestItemParser;
 import com.alibaba.csp.sentinel.adapter.gateway.common.rule.GatewayFlowRule;
 import com.alibaba.csp.sentinel.adapter.gateway.common.rule.GatewayRuleManager;
+import com.alibaba.csp.sentinel.cluster.TokenResult;
+import com.alibaba.csp.sentinel.cluster.TokenResultStatus;
+import com.alibaba.csp.sentinel.cluster.flow.DefaultTokenService;
+import com.alibaba.csp.sentinel.cluster.flow.rule.ClusterParamFlowRuleManager;
+import com.alibaba.csp.sentinel.cluster.server.connection.ConnectionManager;
 import com.alibaba.csp.sentinel.context.ContextUtil;
 import com.alibaba.csp.sentinel.slots.block.BlockException;
 import com.alibaba.csp.sentinel.slots.block.authority.AuthorityException;
@@ -55,6 +60,12 @@ import org.mockito.Mockito;
  * lets through after a wait sleeps in ParamFlowChecker; the thread is interrupted before each
  * request, so that the sleep ends at once, and an interrupt flag consumed by the call tells that
  * Sentinel decided to wait.
+ *
+ * <p>A case with cluster: {clients: N} stands for Sentinel's token server with N connected
+ * clients: its param-flow rules are loaded into ClusterParamFlowRuleManager under a namespace of
+ * the case's own, and each request asks DefaultTokenService.requestParamToken for the rule's
+ * flowId, with its hits and the values at the rule's paramIdx (a request whose rule the server
+ * does not hold, one Sentinel skips as invalid, goes through the slot chain as above).
  */
 public final class Replay {
     private static final long BASE = 1_700_000_000_000L;
@@ -99,17 +110,54 @@ public final class Replay {
         loaded.put("authority", AuthorityRuleManager.getRules().size());
         loaded.put("paramFlow", ParamFlowRuleManager.getRules().size());
         loaded.put("gateway", GatewayRuleManager.getRules().size());
-        out.println(loaded.toJSONString());
 
         JSONArray argTypes = c.getJSONArray("argTypes");
+        ParamFlowRule clusterRule = null;
+        JSONObject cluster = c.getJSONObject("cluster");
+        if (cluster != null) {
+            String ns = "extauthz-conformance-" + index;
+            for (int i = 0; i < cluster.getIntValue("clients"); i++) {
+                ConnectionManager.addConnection(ns, "10.0.0." + (i + 1) + ":" + (7000 + i));
+            }
+            ClusterParamFlowRuleManager.registerPropertyIfAbsent(ns);
+            ClusterParamFlowRuleManager.loadRules(ns, param);
+            List<ParamFlowRule> held = ClusterParamFlowRuleManager.getParamRules(ns);
+            loaded.put("cluster", held.size());
+            clusterRule = held.isEmpty() ? null : held.get(0);
+        }
+        out.println(loaded.toJSONString());
         for (int i = 0; trace != null && i < trace.size(); i++) {
             JSONObject r = trace.getJSONObject(i);
             now = start + r.getLongValue("t");
-            JSONObject d = decide(r, argTypes);
+            JSONObject d = clusterRule != null ? askTokenServer(clusterRule, r, argTypes) : decide(r, argTypes);
             d.put("case", name);
             d.put("i", i);
             out.println(d.toJSONString());
         }
+    }
+
+    /** askTokenServer asks Sentinel's token server for r's tokens under rule. */
+    private static JSONObject askTokenServer(ParamFlowRule rule, JSONObject r, JSONArray argTypes) {
+        int hits = r.containsKey("hits") ? r.getIntValue("hits") : 1;
+        Object[] args = args(r.getJSONArray("args"), argTypes);
+        List<Object> values = new ArrayList<>();
+        int idx = rule.getParamIdx();
+        Object v = idx >= 0 && idx < args.length ? args[idx] : null;
+        if (v instanceof List) {
+            values.addAll((List<?>) v);
+        } else if (v != null) {
+            values.add(v);
+        }
+        TokenResult res = new DefaultTokenService().requestParamToken(rule.getClusterConfig().getFlowId(), hits, values);
+        JSONObject d = new JSONObject(true);
+        boolean ok = res.getStatus() == TokenResultStatus.OK;
+        d.put("allow", ok);
+        if (!ok) {
+            d.put("block", "param_flow");
+        }
+        d.put("waited", false);
+        d.put("status", res.getStatus());
+        return d;
     }
 
     private static <T> List<T> rules(JSONObject c, String key, TypeReference<List<T>> type) {
