@@ -105,8 +105,12 @@ func gcd(a, b uint64) uint64 {
 }
 
 // rescale converts v from units of 1/from to units of 1/to, rounding down (a rescale never
-// creates tokens); it saturates at max.
+// creates tokens); it saturates at max. A debt (v < 0, postpaid rules) is converted rounding
+// up, and saturates at -max.
 func rescale(v int64, from, to uint64, max int64) int64 {
+	if v < 0 && from != 0 && from != to {
+		return -rescaleUp(uint64(-v), from, to, max)
+	}
 	if v <= 0 || from == 0 || from == to {
 		return v
 	}
@@ -115,6 +119,22 @@ func rescale(v int64, from, to uint64, max int64) int64 {
 		return max
 	}
 	r, _ := bits.Div64(hi, lo, from)
+	if r > uint64(max) {
+		return max
+	}
+	return int64(r)
+}
+
+// rescaleUp is v (> 0) from units of 1/from to units of 1/to, rounded up, saturating at max.
+func rescaleUp(v, from, to uint64, max int64) int64 {
+	hi, lo := bits.Mul64(v, to)
+	if hi >= from {
+		return max
+	}
+	r, rem := bits.Div64(hi, lo, from)
+	if rem != 0 {
+		r++
+	}
 	if r > uint64(max) {
 		return max
 	}
@@ -133,17 +153,22 @@ func (l *limit) initBucket(s *state, now int64) { s.setBucket(int64(l.full), now
 
 // refill brings s up to now: converts it to l's units, clamps it to l's capacity and adds the
 // tokens earned since it was last counted. A now earlier than the last count adds nothing.
+// Units below zero are a postpaid rule's debt (see charge): it is paid back first, at the same
+// rate.
 func (l *limit) refill(s *state, now int64) {
 	units, at := s.bucket()
 	if s.scale != l.q {
 		units = rescale(units, s.scale, l.q, int64(l.full))
 	}
-	units = int64(min(uint64(units), l.full))
+	units = min(units, int64(l.full))
 	if el := now - at; el > 0 {
 		at = now
-		if el >= l.ttf {
+		switch {
+		case units < 0:
+			units = l.repay(units, el)
+		case el >= l.ttf:
 			units = int64(l.full)
-		} else {
+		default:
 			// el < ttf, so el*p < full+p: no overflow in uint64.
 			units = int64(min(uint64(units)+uint64(el)*l.p, l.full))
 		}
@@ -151,10 +176,20 @@ func (l *limit) refill(s *state, now int64) {
 	s.setBucket(units, at, l.q)
 }
 
-// tokens is the units of the refilled bucket s.
+// repay is a debt of units (< 0) after el > 0 ns of refill. A debt is at most full units and
+// a postpaid limit's full at most MaxPostpaidUnits, so el below 2*ttf gives el*p < 2*full+2*p,
+// well within int64.
+func (l *limit) repay(units, el int64) int64 {
+	if el >= 2*l.ttf || l.p == 0 {
+		return min(int64(l.full), max(units, 0)) // from -full, 2*ttf fills the bucket
+	}
+	return min(units+el*int64(l.p), int64(l.full))
+}
+
+// tokens is the units of the refilled bucket s, 0 when it is in debt.
 func tokens(s *state) uint64 {
 	units, _ := s.bucket()
-	return uint64(units)
+	return uint64(max(units, 0))
 }
 
 // take takes n tokens from the refilled bucket s. When it cannot, it consumes nothing and
@@ -163,13 +198,33 @@ func (l *limit) take(s *state, n int64) (bool, int64) {
 	if l.count == 0 || n > l.count+l.burst {
 		return false, l.dur // never possible: try again a duration later
 	}
-	need := uint64(n) * l.q // n <= count+burst, so need <= full
+	need := int64(uint64(n) * l.q) // n <= count+burst, so need <= full
 	units, at := s.bucket()
-	if uint64(units) >= need {
-		s.setBucket(units-int64(need), at, l.q)
+	if units >= need {
+		s.setBucket(units-need, at, l.q)
 		return true, 0
 	}
-	return false, ceilDiv(need-uint64(units), l.p)
+	// units >= -full (a postpaid debt), so need-units <= 2*full, within int64 for a postpaid
+	// limit and within full for the others (never in debt)
+	return false, ceilDiv(uint64(need-units), l.p)
+}
+
+// MaxPostpaidUnits bounds a postpaid limit's capacity in units ((count+burst) times the
+// denominator of count/duration), so that a bucket in debt and its arithmetic stay within
+// int64.
+const MaxPostpaidUnits = math.MaxInt64 / 4
+
+// charge takes n tokens from the refilled bucket s of a postpaid rule, whatever is left: what a
+// response used is charged in full, and the bucket goes into debt, at most one bucket (-full
+// units). A charge of more than a bucket's worth beyond what is left is cut there: the
+// overshoot of a postpaid budget is bounded by one bucket.
+func (l *limit) charge(s *state, n int64) {
+	if l.count == 0 || n <= 0 {
+		return
+	}
+	n = min(n, 2*(l.count+l.burst)) // n*q <= 2*full: no overflow
+	units, at := s.bucket()
+	s.setBucket(max(units-n*int64(l.q), -int64(l.full)), at, l.q)
 }
 
 // refund gives n tokens back to the refilled bucket s, never above its capacity.
@@ -185,10 +240,11 @@ func (l *limit) refund(s *state, n int64) {
 // remaining is the whole tokens left in the refilled bucket s.
 func (l *limit) remaining(s *state) int64 { return int64(tokens(s) / l.q) }
 
-// resetAfter is the time until the refilled bucket s is full.
+// resetAfter is the time until the refilled bucket s is full (its debt paid back first).
 func (l *limit) resetAfter(s *state) int64 {
 	if l.p == 0 {
 		return 0
 	}
-	return ceilDiv(l.full-tokens(s), l.p)
+	units, _ := s.bucket()
+	return ceilDiv(uint64(int64(l.full)-units), l.p) // units >= -full: at most 2*full
 }

@@ -210,6 +210,16 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			}
 			o.saved = *s
 			o.recorded = false
+			if o.charge() {
+				// A charge of what a response used: applied whatever the outcome, once (a
+				// call that starts again on a Remote failure does not apply it twice), never
+				// refused and never undone.
+				if !o.released {
+					o.lim.charge(s, o.hits)
+					o.released = true
+				}
+				continue
+			}
 			ok, o.retry = o.lim.take(s, o.hits)
 			if o.probe {
 				*s = o.saved

@@ -37,8 +37,14 @@ type Rule struct {
 	StateBudget int64
 	Overflow    Overflow // what to do once StateBudget is full; OverflowDefault takes Options'
 	Refund      bool     // QPS: Release entries give back what their lease took
-	Cluster     bool     // state kept in the shared store (Remote)
-	Shadow      bool     // evaluated and reported, never blocks
+	// Postpaid (QPS reject rules) charges what a call used after the fact: an entry asking
+	// tokens (Hits > 0, not a Probe) is a charge, taken in full whatever is left and never
+	// refused, the bucket going into debt down to one bucket below empty; a Probe is the
+	// admission check, refused while less than its hits are left (while in debt). Releases
+	// are ignored. See limit.charge.
+	Postpaid bool
+	Cluster  bool // state kept in the shared store (Remote)
+	Shadow   bool // evaluated and reported, never blocks
 	// Match, when not nil, limits only the values it matches; the others pass this rule
 	// untouched (no state is kept for them).
 	Match Matcher
@@ -59,10 +65,11 @@ type identity struct {
 	behavior Behavior
 	duration time.Duration
 	cluster  bool
+	postpaid bool
 }
 
 func identityOf(r *Rule) identity {
-	return identity{r.Resource, r.Domain, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster}
+	return identity{r.Resource, r.Domain, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster, r.Postpaid}
 }
 
 // ruleState is a rule compiled for checking, with the state of its values.
@@ -133,6 +140,9 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	case r.Behavior != Reject:
 		return nil, wrap(fmt.Errorf("unknown behavior %d", r.Behavior))
 	}
+	if r.Postpaid && (rs.kind != kindReject || r.Refund) {
+		return nil, wrap(fmt.Errorf("postpaid applies only to qps reject rules without refund"))
+	}
 	if r.Capacity < 0 || r.Lease < 0 || r.MaxQueueingTime < 0 {
 		return nil, wrap(fmt.Errorf("negative capacity, lease or max queueing time"))
 	}
@@ -141,6 +151,9 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	}
 	build := func(count int64) (limit, limit, error) {
 		l, err := newLimit(rs.kind, count, r.Burst, r.Duration)
+		if err == nil && r.Postpaid && l.full > MaxPostpaidUnits {
+			err = errUnrepresentable
+		}
 		if err != nil || !r.Cluster {
 			return l, l, err
 		}
@@ -213,6 +226,9 @@ func ruleID(r Rule, nth int) string {
 	if r.Domain != "" {
 		buf = append(buf, "|d"...)
 		buf = strconv.AppendQuote(buf, r.Domain)
+	}
+	if r.Postpaid {
+		buf = append(buf, "|postpaid"...)
 	}
 	return string(buf)
 }
@@ -390,7 +406,7 @@ func sameRule(a, b *Rule) bool {
 	return a.Resource == b.Resource && a.Domain == b.Domain && a.Param == b.Param && a.Grade == b.Grade && a.Count == b.Count &&
 		a.Duration == b.Duration && a.Burst == b.Burst && a.Behavior == b.Behavior &&
 		a.MaxQueueingTime == b.MaxQueueingTime && a.Lease == b.Lease && a.Capacity == b.Capacity &&
-		a.Refund == b.Refund && a.Cluster == b.Cluster && a.Shadow == b.Shadow &&
+		a.Refund == b.Refund && a.Postpaid == b.Postpaid && a.Cluster == b.Cluster && a.Shadow == b.Shadow &&
 		a.StateBudget == b.StateBudget && a.Overflow == b.Overflow &&
 		a.Match == nil && b.Match == nil && maps.Equal(a.Items, b.Items)
 }
@@ -417,6 +433,7 @@ func checkRemote(compiled []*ruleState, r Remote) error {
 			Lease:    durationOf(rs.lease),
 			Hits:     1,
 			Refund:   rs.rule.Refund,
+			Postpaid: rs.rule.Postpaid,
 			Shadow:   rs.rule.Shadow,
 		}
 		for _, c := range rs.rule.Items {

@@ -366,10 +366,11 @@ func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
 		}
 		units, at := s.bucket()
 		units = rescale(units, s.scale, lim.q, int64(lim.full))
-		if uint64(units) >= lim.full {
+		if units >= int64(lim.full) {
 			return 0
 		}
-		return satAdd(at, ceilDiv(lim.full-uint64(max(units, 0)), lim.p))
+		// a postpaid debt (units < 0) is paid back first: at most 2*full to refill
+		return satAdd(at, ceilDiv(uint64(int64(lim.full)-max(units, -int64(lim.full))), lim.p))
 	case kindThrottle:
 		next, frac := s.throttle()
 		return satAdd(next, min(frac, 1))
@@ -400,8 +401,16 @@ func (rs *ruleState) restore(sh *shard, i int32, v uint64, lim *limit, now int64
 			return
 		}
 		units := int64(0)
-		if d := until - now; d < lim.ttf {
+		switch d := until - now; {
+		case d < lim.ttf:
 			units = int64(lim.full - min(uint64(d)*lim.p, lim.full)) // d < ttf: d*p < full+p
+		case rs.rule.Postpaid:
+			// in debt: full - d*p, at most one bucket below empty (d < 2*ttf: d*p < 2*full+2*p,
+			// within int64 for a postpaid limit)
+			units = -int64(lim.full)
+			if d < 2*lim.ttf {
+				units = max(int64(lim.full)-d*int64(lim.p), -int64(lim.full))
+			}
 		}
 		s.setBucket(units, now, lim.q)
 	case kindThrottle:

@@ -26,7 +26,12 @@ type RemoteOp struct {
 	Probe   bool
 	LeaseID string // concurrency: the lease acquired or released; "" as in Entry.LeaseID
 	Refund  bool
-	Shadow  bool // evaluated and reported, never blocks the others
+	// Postpaid is the rule's Rule.Postpaid. A charge (an entry asking tokens of a postpaid
+	// rule) is sent as a Release with Postpaid set: it takes Hits whatever is left, into debt
+	// down to one bucket below empty, and like a release it is applied whatever the outcome,
+	// never refused and never undone. (A postpaid rule ignores real releases: none is sent.)
+	Postpaid bool
+	Shadow   bool // evaluated and reported, never blocks the others
 }
 
 // RemoteResult is the store's answer for one RemoteOp.
@@ -101,7 +106,7 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 	var block, shadow *op // the first cluster op that blocked, and the first shadow one
 	for i := range ops {
 		o := &ops[i]
-		if o.rk < 0 || res[o.rk].Allowed || o.release {
+		if o.rk < 0 || res[o.rk].Allowed || o.release || o.charge() {
 			continue
 		}
 		if o.rs.rule.Shadow {
@@ -173,7 +178,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 		var first *op
 		for i := range ops {
 			o := &ops[i]
-			if o.remote && !o.release && !o.rs.rule.Shadow && (first == nil || o.seq < first.seq) {
+			if o.remote && !o.release && !o.charge() && !o.rs.rule.Shadow && (first == nil || o.seq < first.seq) {
 				first = o
 			}
 		}
@@ -253,10 +258,14 @@ func remoteOp(now int64, o *op, opt *CheckOptions) RemoteOp {
 		MaxWait:  durationOf(maxWait(o.rs, now, opt)),
 		Lease:    durationOf(o.rs.lease),
 		Hits:     o.hits,
-		Release:  o.release,
+		Release:  o.release || o.charge(),
 		Probe:    o.probe,
 		LeaseID:  o.leaseID,
 		Refund:   r.Refund,
+		Postpaid: r.Postpaid,
 		Shadow:   r.Shadow,
 	}
 }
+
+// charge reports whether o is a postpaid rule's charge (see Rule.Postpaid).
+func (o *op) charge() bool { return o.rs.rule.Postpaid && !o.probe && !o.release }

@@ -29,11 +29,13 @@ var ErrOutOfRange = errors.New("out of the store's exact range")
 // opNumbers is the number of doubles that start an op's script argument.
 const opNumbers = 15
 
-// Kinds of state in the script's arguments.
+// Kinds of state in the script's arguments. kindCharge is a postpaid bucket's charge: a bucket
+// state, taken from whatever is left into debt (see hotparam.RemoteOp.Postpaid).
 const (
 	kindBucket      = 1
 	kindThrottle    = 2
 	kindConcurrency = 3
+	kindCharge      = 4
 )
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
@@ -66,6 +68,11 @@ func CheckOp(op hotparam.RemoteOp) error {
 	rate, d := reduce(op.Count, op.Duration)
 	if op.Burst > MaxCount || (op.Count+op.Burst) > maxExact/d {
 		return fmt.Errorf("rule %q: (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
+	}
+	// a postpaid bucket goes down to one bucket of debt and is charged up to two buckets at
+	// once: three capacities must stay exact
+	if op.Postpaid && (op.Count+op.Burst) > maxExact/4/d {
+		return fmt.Errorf("rule %q: postpaid (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
 	}
 	if op.Behavior == hotparam.Throttle {
 		if hitsOf(op) > maxExact/d {
@@ -123,6 +130,10 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 		hits = min(hits, op.Count+1)
 	case op.Behavior == hotparam.Throttle:
 		kind = kindThrottle
+	case op.Postpaid && op.Release && !undo:
+		// a charge of more than two buckets leaves the same debt (one bucket) as one of two
+		kind = kindCharge
+		hits = min(hits, 2*(op.Count+op.Burst))
 	default:
 		hits = min(hits, op.Count+op.Burst+1)
 	}

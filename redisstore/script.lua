@@ -4,7 +4,8 @@
 -- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds; "*"
 --          makes the call a batch of independent bucket acquisitions of one key (fast path)
 -- ARGV[3..] one op each: 15 little-endian doubles, then the lease id (concurrency; may be empty):
---   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency), count,
+--   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency, 4 a postpaid
+--   bucket's charge), count,
 --   capacity (count+burst), duration (us), rate, max wait (ns), lease (us), hits,
 --   release, refund, shadow, undo (1 or 0; undo: give back what this nonce's call took),
 --   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0).
@@ -30,6 +31,11 @@
 -- an id used again never brings back what an ended acquisition took. An undo gives back its
 -- hits and takes them from the record the same way. A record keeps at most 64 pairs (the
 -- oldest go first), as the memory engine keeps 64 records a value.
+--
+-- A charge (kind 4, sent as a release) is a postpaid bucket's: it takes hits from whatever is
+-- left, the bucket going into debt (x < 0) down to one bucket below empty, and like a release
+-- it is applied whatever the outcome and never refused. A bucket in debt refills from its debt
+-- at the same rate; it reports 0 remaining and its reset after counts the debt.
 --
 -- A probe (never a release) is decided as the acquisition it names and consumes nothing: a
 -- bucket passes iff hits tokens are there, a throttle iff its next slot is free now (no wait),
@@ -125,7 +131,7 @@ if n == 1 or batch then
       if allowed == 0 and shadow == 0 then ok = 0 end
       local b = (i - 1) * 6
       out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5], out[b + 6] =
-        ok, allowed, floor(x / dur), ns(cap - x, rate), retry, 0
+        ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0
     end
     if taken then
       call('SET', key, pack('<ddd', x, now, dur), 'PXAT', cdiv(now + cdiv(cap - x, rate), 1000))
@@ -142,9 +148,11 @@ for i = 1, n do
   local a = ARGV[i + 2]
   local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
     sunpack('<ddddddddddddddd', a)
+  local charge = kind == 4
+  if charge then kind, rel = 1, 1 end
   ops[i] = {k = k, kind = kind, count = count, cap = cap, dur = dur, rate = rate, maxwait = maxwait,
     lease = lease, hits = hits, release = rel == 1, refund = refund == 1, shadow = shadow == 1,
-    undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, a = a}
+    undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, charge = charge, a = a}
   if kind == 2 then has_throttle = true elseif kind == 3 then has_concurrency = true end
   if refund == 1 then has_refund = true end
 end
@@ -265,7 +273,11 @@ local function bucket(s, op, r)
   end
   s.y = now
   local need = op.hits * op.dur
-  if op.release then
+  if op.charge then
+    -- hits <= 2*capacity (the Go side cuts it): at most 3 capacities below full, exact
+    s.x = max(s.x - need, -cap)
+    s.dirty = true
+  elseif op.release then
     if op.refund then
       local give = refundable(op)
       if give > 0 then
@@ -283,7 +295,7 @@ local function bucket(s, op, r)
   else
     r[1], r[4] = 0, ns(need - s.x, op.rate)
   end
-  r[2] = floor(s.x / op.dur)
+  r[2] = max(floor(s.x / op.dur), 0)
   s.cap, s.scale = cap, op.dur
   r[3] = ns(cap - s.x, op.rate)
   s.full = cdiv(cap - s.x, op.rate)

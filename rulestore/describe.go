@@ -117,6 +117,9 @@ func DescribeParamFlow(r hotparam.Rule) string {
 	if r.Capacity != 0 {
 		fmt.Fprintf(&b, ", capacity: %d", r.Capacity)
 	}
+	if r.Postpaid {
+		b.WriteString(", charge: postpaid")
+	}
 	for _, f := range []struct {
 		on   bool
 		name string

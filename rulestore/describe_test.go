@@ -11,7 +11,7 @@ import (
 // same rule.
 func TestDescribeRoundTrip(t *testing.T) {
 	opts := ParseOptions{ParamNames: []string{"item_id", "query"}, ClusterEnabled: true}
-	for _, f := range []string{"shapes/dashboard.json", "shapes/golang.yaml", "shapes/gateway.json", "valid/rules.yaml", "valid/domains.yaml"} {
+	for _, f := range []string{"shapes/dashboard.json", "shapes/golang.yaml", "shapes/gateway.json", "valid/rules.yaml", "valid/domains.yaml", "valid/budget.yaml"} {
 		path := filepath.Join("testdata", f)
 		rules, err := Load(path, opts)
 		if err != nil {

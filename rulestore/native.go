@@ -55,6 +55,7 @@ type paramFlowDoc struct {
 	StateBudget     string            `json:"state_budget"`
 	Overflow        string            `json:"overflow"`
 	Refund          bool              `json:"refund"`
+	Charge          string            `json:"charge"`
 	Cluster         bool              `json:"cluster"`
 	Shadow          bool              `json:"shadow"`
 	Match           json.RawMessage   `json:"match"`
@@ -273,6 +274,13 @@ func (p *parser) paramFlowRule(i int, raw json.RawMessage) {
 		}
 		return value, it.Count, ok && g.has("value") && g.has("count") && value != ""
 	})
+	switch d.Charge {
+	case "", "prepaid":
+	case "postpaid":
+		rule.Postpaid = true
+	default:
+		r.add("charge", "unknown charge %q (prepaid | postpaid)", d.Charge)
+	}
 	if given.has("match") {
 		if m := nativeMatch(d.Match, r); m != nil {
 			rule.Match = m
@@ -361,6 +369,9 @@ func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) 
 		if rule.Refund {
 			r.add(f.refund, "concurrency rules always release on negative hits; refund applies only to qps rules")
 		}
+		if rule.Postpaid {
+			r.add("charge", "postpaid applies only to qps rules (a budget charged after the response), not to concurrency rules")
+		}
 		if rule.MaxQueueingTime > 0 && rule.Behavior != hotparam.Throttle {
 			r.add(f.maxQueueing, "applies only to throttle rules")
 		}
@@ -373,6 +384,12 @@ func (p *parser) checkParamFlow(r *ruleErrs, rule *hotparam.Rule, f ruleFields) 
 		}
 		if rule.Behavior == hotparam.Throttle && rule.Burst > 0 {
 			r.add(f.burst, "applies only to reject rules; a throttle rule spaces requests evenly")
+		}
+		if rule.Postpaid && rule.Behavior == hotparam.Throttle {
+			r.add("charge", "postpaid applies only to reject rules: a throttle rule holds requests, it keeps no budget")
+		}
+		if rule.Postpaid && rule.Refund {
+			r.add(f.refund, "a postpaid rule charges what a response used: there is nothing to refund")
 		}
 	}
 	if rule.Cluster && !p.opts.ClusterEnabled {

@@ -36,6 +36,7 @@ type ParamFlowJSON struct {
 	StateBudget     string           `json:"state_budget,omitempty"` // "": the service's hot_param.rule_state_budget
 	Overflow        string           `json:"overflow,omitempty"`     // "": the service's hot_param.overflow
 	Refund          bool             `json:"refund"`
+	Charge          string           `json:"charge,omitempty"` // "postpaid", or "" (prepaid)
 	Cluster         bool             `json:"cluster"`
 	Shadow          bool             `json:"shadow"`
 	Match           string           `json:"match,omitempty"` // e.g. `prefix: "vip-"`
@@ -92,6 +93,9 @@ func ParamFlowOf(r hotparam.Rule) ParamFlowJSON {
 	v.Duration = durationString(r.Duration)
 	v.Burst = r.Burst
 	v.Behavior = r.Behavior.String()
+	if r.Postpaid {
+		v.Charge = "postpaid"
+	}
 	if r.Behavior == hotparam.Throttle {
 		v.MaxQueueingTime = r.MaxQueueingTime.String()
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,10 @@ const DelayHeader = "x-set-response-delay-ms"
 
 // StatusHeader makes the upstream answer with its value as the status code.
 const StatusHeader = "x-set-response-status"
+
+// ResponseHeader makes the upstream add a response header: each of its values is "name: value"
+// (an upstream reporting what a request used, e.g. "x-usage-tokens: 120").
+const ResponseHeader = "x-set-response-header"
 
 // Request is what reached the upstream.
 type Request struct {
@@ -69,6 +74,11 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = s
 	}
 	w.Header().Set("content-type", "application/json")
+	for _, kv := range r.Header.Values(ResponseHeader) {
+		if name, value, ok := strings.Cut(kv, ":"); ok && strings.TrimSpace(name) != "" {
+			w.Header().Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "path": r.RequestURI, "headers": r.Header})
 }
