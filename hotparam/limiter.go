@@ -85,6 +85,9 @@ type Decision struct {
 	// ShadowBlocked reports that a shadow rule would have blocked; Shadow says which.
 	ShadowBlocked bool
 	Shadow        Block
+	// Hold, for a held call (Wait > 0), is the throttle turns it took: a caller that gives the
+	// call up during its wait passes it to Unhold, which gives them back. nil otherwise.
+	Hold *Hold
 }
 
 // Options configure a Limiter.
@@ -226,10 +229,16 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		st = nil
 	}
 	t := now.UnixNano()
+	var d Decision
 	if remote == 0 {
-		return l.local(t, ops, &opt, st)
+		d = l.local(t, ops, &opt, st)
+	} else {
+		d = l.cluster(ctx, t, ops, &opt, st)
 	}
-	return l.cluster(ctx, t, ops, &opt, st)
+	if d.Wait > 0 {
+		d.Hold = holdOf(ops) // only a held call pays for it
+	}
+	return d
 }
 
 // local checks a call whose ops all run on local state: one pass of reserve, then settle.

@@ -54,6 +54,7 @@ type shard struct {
 	ghost    []uint32          // fingerprints of values recently evicted from the small queue
 	dead     bool              // dropped by Sweep: a caller that locked it must start again
 	leases   map[int32][]lease // concurrency rules: the leases of each value; refund rules: records
+	turns    []givenUp         // throttle rules: turns given up behind later ones (cancel.go)
 	ledger   ledger            // states of evicted values not back to the default (flood.go)
 	clock    int64             // the latest instant (Unix ns) a value was asked for at
 	evicted  uint64
@@ -352,6 +353,9 @@ func (sh *shard) drop(i int32, h uint64) {
 	}
 	if sh.leases != nil {
 		delete(sh.leases, i)
+	}
+	if len(sh.turns) > 0 {
+		sh.forgetGivenUp(i)
 	}
 	*sl = slot{next: sh.freeHead, prev: -1}
 	sh.freeHead = i

@@ -385,7 +385,7 @@ func (pr *rpPair) check(c *rpCall) (rpDiff, hotparam.Decision) {
 	hits := pr.store.Stats().CacheHits
 	got := pr.remote.Check(ctx, now, es, opt, gotSt)
 	diff := rpDiff{allowed: got.Allowed != want.Allowed, cached: pr.store.Stats().CacheHits != hits}
-	if got != want {
+	if !sameDecision(got, want) {
 		diff.decision = fmt.Sprintf("decision: Redis %+v, memory %+v", got, want)
 	}
 	for i := range wantSt {
