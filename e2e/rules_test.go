@@ -52,14 +52,14 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 	if err == nil {
 		t.Fatalf("validate accepted a count of 2^63-1:\n%s", out)
 	}
-	mustContain(t, "validate output", string(out), huge+": "+want)
+	mustContain(t, "validate output", string(out), huge+":2:5: "+want)
 
 	out, err = exec.Command(binary, "serve", "--config", extauthzYAML, "--rules", huge,
 		"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0").CombinedOutput()
 	if err == nil {
 		t.Fatalf("serve started with a count of 2^63-1:\n%s", out)
 	}
-	mustContain(t, "serve output", string(out), huge+": "+want)
+	mustContain(t, "serve output", string(out), huge+":2:5: "+want)
 
 	// On reload: the rules in force stay, and last_error carries the same message.
 	s := newService(t, readRules(t))

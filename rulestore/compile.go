@@ -18,17 +18,19 @@ type compiled struct {
 // of prev's, keeping the state of unchanged rules, when prev has one). This is the last step of
 // validation, shared by Parse, Load (so by `extauthz validate`) and the Store: a rule the
 // engines refuse (a count, burst and duration too large to count exactly, say) is an error
-// addressed like any other, by file, section, index and resource.
+// addressed like any other, by file, line and column (where pos says), section, number and
+// resource.
 func compileRules(file string, rules Rules, pos positions, prev *Set, lim hotparam.Options) (compiled, error) {
 	list, err := authority.New(rules.Authority)
 	if err != nil {
 		var re *authority.RuleError
 		e := &ValidationError{File: file, Section: sectionAuthority, Index: -1, Reason: err.Error()}
 		if errors.As(err, &re) && re.Rule >= 0 && re.Rule < len(rules.Authority) {
-			e.Index = at(pos.authority, re.Rule)
+			e.Index = re.Rule
 			e.Resource = rules.Authority[re.Rule].Resource
 			e.Field = re.Field
 			e.Reason = re.Err.Error()
+			e.Line, e.Column = pos.where(sectionAuthority, re.Rule, re.Field)
 		}
 		return compiled{}, Errors{e}
 	}
@@ -39,7 +41,7 @@ func compileRules(file string, rules Rules, pos positions, prev *Set, lim hotpar
 		limiter, err = hotparam.New(rules.ParamFlow, lim)
 	}
 	if err != nil {
-		return compiled{}, paramFlowErrors(file, rules.ParamFlow, pos.paramFlow, lim, err)
+		return compiled{}, paramFlowErrors(file, rules.ParamFlow, pos, lim, err)
 	}
 	return compiled{authority: list, paramFlow: limiter}, nil
 }
@@ -47,14 +49,15 @@ func compileRules(file string, rules Rules, pos positions, prev *Set, lim hotpar
 // paramFlowErrors addresses err, the limiter's refusal of rules, to the rules that cause it:
 // each rule is compiled alone (only on this failure path) to find them. A refusal no single rule
 // explains (the shared store cannot hold the set, say) is reported for the section as a whole.
-func paramFlowErrors(file string, rules []hotparam.Rule, pos []int, lim hotparam.Options, err error) error {
+func paramFlowErrors(file string, rules []hotparam.Rule, pos positions, lim hotparam.Options, err error) error {
 	alone := hotparam.Options{Replicas: lim.Replicas}
 	var errs Errors
 	for i, r := range rules {
 		r.Capacity = 1 // the smallest store: only the rule's thresholds are checked
 		if _, e := hotparam.New([]hotparam.Rule{r}, alone); e != nil {
+			line, col := pos.where(sectionParamFlow, i, "")
 			errs = append(errs, &ValidationError{
-				File: file, Section: sectionParamFlow, Index: at(pos, i), Resource: r.Resource,
+				File: file, Line: line, Column: col, Section: sectionParamFlow, Index: i, Resource: r.Resource,
 				Reason: engineReason(e),
 			})
 		}
@@ -73,14 +76,6 @@ func engineReason(err error) string {
 		return msg[i+3:]
 	}
 	return msg
-}
-
-// at returns pos[i], or i when pos does not say.
-func at(pos []int, i int) int {
-	if i < len(pos) {
-		return pos[i]
-	}
-	return i
 }
 
 // check parses data and compiles the result without keeping it: every check a load makes,

@@ -16,8 +16,9 @@ func TestParseRefusesWhatTheEngineRefuses(t *testing.T) {
 		{"native", "r.yaml", "param_flow:\n  - {resource: a, param: p, count: 1}\n  - {resource: b, param: p, count: 9223372036854775807}\n", "param_flow", 1},
 		{"burst overflows", "r.yaml", "param_flow:\n  - {resource: b, param: p, count: 9223372036854775000, burst: 1000}\n", "param_flow", 0},
 		{"item", "r.yaml", "param_flow:\n  - {resource: b, param: p, count: 1, items: [{value: \"x\", count: 9223372036854775807}]}\n", "param_flow", 0},
-		// In a Sentinel list, the index is the place in the list, authority rules included.
-		{"sentinel list", "r.json", `[{"resource": "a", "limitApp": "x", "strategy": 0}, {"resource": "b", "paramIdx": 0, "count": 9.2e18}]`, "param_flow", 1},
+		// In a Sentinel list, the param-flow rules are numbered among themselves, as the service
+		// numbers the rules in force.
+		{"sentinel list", "r.json", `[{"resource": "a", "limitApp": "x", "strategy": 0}, {"resource": "b", "paramIdx": 0, "count": 9.2e18}]`, "param_flow", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,10 +41,10 @@ func Report(path string, opts ParseOptions) (lines []string, problems int) {
 		lines = append(lines, "warning: "+w)
 	}
 	for i, r := range rules.Authority {
-		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> authority: %s", path, sectionAuthority, at(pos.authority, i), DescribeAuthority(r)))
+		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> authority: %s", pos.place(path, sectionAuthority, i), sectionAuthority, i, DescribeAuthority(r)))
 	}
 	for i, r := range rules.ParamFlow {
-		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> param_flow: %s", path, sectionParamFlow, at(pos.paramFlow, i), DescribeParamFlow(r)))
+		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> param_flow: %s", pos.place(path, sectionParamFlow, i), sectionParamFlow, i, DescribeParamFlow(r)))
 	}
 	lines = append(lines, fmt.Sprintf("%s: ok: %d authority rules, %d param_flow rules", path, len(rules.Authority), len(rules.ParamFlow)))
 	return lines, 0

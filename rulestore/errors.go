@@ -5,11 +5,19 @@ import (
 	"strings"
 )
 
-// ValidationError is one problem in a rules file, addressed by file, rule and field.
+// ValidationError is one problem in a rules file, addressed by file, rule and field, and by
+// line and column where the file's format says where the rule or field is.
 type ValidationError struct {
-	File     string
-	Section  string // "authority" or "param_flow"
-	Index    int    // -1 when the problem is not in one rule
+	File string
+	// Line and Column are where the field's key (or the rule, when the field is not in the file)
+	// is, from 1; the column counts characters. 0 when not known.
+	Line, Column int
+	Section      string // "authority" or "param_flow" (or "api", a Sentinel API definition)
+	// Index is the rule's number in its section: its place among the rules of that kind, as the
+	// service numbers the rules in force (/rules, the bodies of refused calls, /check), counting
+	// the rules in error as if they were kept. -1 when the problem is not in one rule, or is in a
+	// rule that is ignored (it has no number in force; Line and Column say where it is).
+	Index    int
 	Resource string
 	Field    string
 	Reason   string
@@ -18,15 +26,21 @@ type ValidationError struct {
 // Errors is every problem found in one file.
 type Errors []*ValidationError
 
-// Error formats the problem as "file: section[index] (resource "r"): field: reason", leaving
-// out the parts that are empty (or, for Index, negative).
+// Error formats the problem as "file:line:col: section[index] (resource "r"): field: reason",
+// leaving out the parts that are empty (or, for Line and Index, not above 0 and negative).
 func (e *ValidationError) Error() string {
 	if e == nil {
 		return "<nil>"
 	}
 	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		if e.File != "" {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%d:%d", e.Line, e.Column)
+	}
+	if b.Len() > 0 {
 		b.WriteString(": ")
 	}
 	if e.Section != "" {
@@ -75,6 +89,7 @@ type ruleErrs struct {
 	section string
 	index   int
 	errs    Errors
+	p       *parser // told of the rule by done, to number it; nil for the top level
 }
 
 func (r *ruleErrs) add(field, format string, args ...any) {
@@ -91,6 +106,9 @@ func (r *ruleErrs) add(field, format string, args ...any) {
 func (r *ruleErrs) done(dst *Errors, resource string) {
 	for _, e := range r.errs {
 		e.Resource = resource
+	}
+	if r.p != nil && r.index >= 0 {
+		r.p.numbers.done(r.section, r.index, len(r.errs) > 0)
 	}
 	*dst = append(*dst, r.errs...)
 	r.errs = nil

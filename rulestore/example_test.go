@@ -41,8 +41,8 @@ param_flow:
 	r := rules.ParamFlow[0]
 	fmt.Println(r.Resource, r.Param, r.Count, r.Duration)
 	// Output:
-	// rules.yaml: param_flow[1] (resource "POST:/upload"): duratoin: unknown field (did you mean "duration"?)
-	// rules.yaml: param_flow[1] (resource "POST:/upload"): burst: applies only to qps rules, not to concurrency rules
+	// rules.yaml:16:5: param_flow[1] (resource "POST:/upload"): duratoin: unknown field (did you mean "duration"?)
+	// rules.yaml:17:5: param_flow[1] (resource "POST:/upload"): burst: applies only to qps rules, not to concurrency rules
 	// POST:/order item_id 5 2s
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -135,6 +136,10 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 	js, err := toJSON(file, data, opts.yamlItems)
 	if err != nil {
 		top.add("", "%v", err)
+		var se *syntaxError
+		if errors.As(err, &se) {
+			top.errs[0].Line, top.errs[0].Column = textLineCol(data, se.offset)
+		}
 		top.done(&errs, "")
 		return Rules{}, positions{}, errs
 	}
@@ -146,8 +151,10 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 		return Rules{}, positions{}, errs
 	}
 	p := parser{file: file, opts: opts, yaml: !isJSONFile(file)}
+	p.loc = newLocator(data, !p.yaml, formNative)
 	switch js[0] {
 	case '[':
+		p.loc.form = formList
 		p.sentinelList(js)
 	case '{':
 		ms, err := members(js)
@@ -156,6 +163,7 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 			break
 		}
 		if isSentinelObject(ms) {
+			p.loc.form = formSentinel
 			p.sentinelObject(ms)
 		} else {
 			p.native(ms)
@@ -166,16 +174,67 @@ func parse(file string, data []byte, opts ParseOptions) (Rules, positions, error
 	top.done(&p.errs, "")
 	p.configWarnings()
 	p.sourceNotes()
+	p.place()
 	if len(p.errs) > 0 {
 		return Rules{}, positions{}, p.errs
 	}
-	return p.rules, positions{authority: p.authPos, paramFlow: p.paramPos}, nil
+	return p.rules, positions{authority: p.authPos, paramFlow: p.paramPos, loc: p.loc}, nil
 }
 
 // positions say where in the file each parsed rule was: authority[i] is the index, in its
-// list, of Rules.Authority[i]; paramFlow likewise.
+// list, of Rules.Authority[i]; paramFlow likewise. loc, when set, finds their lines.
 type positions struct {
 	authority, paramFlow []int
+	loc                  *locator
+}
+
+// where returns where field of rule i of section (its number in force) is in the file: 0, 0
+// when not known.
+func (p positions) where(section string, i int, field string) (line, col int) {
+	elems := p.paramFlow
+	if section == sectionAuthority {
+		elems = p.authority
+	}
+	if i < 0 || i >= len(elems) {
+		return 0, 0
+	}
+	return p.loc.rule(section, elems[i], field)
+}
+
+// Place returns "file:line:col" for rule i of section (its number in force), or file when
+// the file does not say where it is.
+func (p positions) place(file, section string, i int) string {
+	line, col := p.where(section, i, "")
+	if line == 0 {
+		return file
+	}
+	return file + ":" + strconv.Itoa(line) + ":" + strconv.Itoa(col)
+}
+
+// place gives the problems (or, when there are none, the warnings) their line and column and
+// the number of their rule (see ruleNumbers), and formats the warnings into p.rules.Warnings.
+func (p *parser) place() {
+	at := func(e *ValidationError) {
+		switch {
+		case e.Line > 0:
+		case e.Index >= 0:
+			e.Line, e.Column = p.loc.rule(e.Section, e.Index, e.Field)
+			e.Index = p.number(e.Section, e.Index)
+		case e.Section == "":
+			e.Line, e.Column = p.loc.top(e.Field)
+		}
+	}
+	if len(p.errs) > 0 {
+		for _, e := range p.errs {
+			at(e)
+		}
+		return
+	}
+	for _, w := range p.warnings {
+		at(w)
+		p.rules.Warnings = append(p.rules.Warnings, w.Error())
+	}
+	p.warnings = nil
 }
 
 // toJSON converts the file's content to JSON: a .json file must be JSON already, anything else
@@ -196,8 +255,8 @@ func toJSON(file string, data []byte, items *yamlItems) ([]byte, error) {
 		} else if err := json.Unmarshal(data, &v); err != nil && len(bytes.TrimSpace(data)) > 0 {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
-				return nil, fmt.Errorf("cannot parse JSON: line %d: %v", line, err)
+				// encoding/json's offset is just past the byte it refused
+				return nil, &syntaxError{offset: max(int(se.Offset)-1, 0), msg: "cannot parse JSON: " + err.Error()}
 			}
 			return nil, fmt.Errorf("cannot parse JSON: %v", err)
 		}
@@ -225,6 +284,14 @@ func toJSON(file string, data []byte, items *yamlItems) ([]byte, error) {
 	}
 	return js, nil
 }
+
+// syntaxError is a JSON file's syntax error, at offset in the file.
+type syntaxError struct {
+	offset int
+	msg    string
+}
+
+func (e *syntaxError) Error() string { return e.msg }
 
 func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
 
@@ -311,6 +378,9 @@ type parser struct {
 	// authPos and paramPos are the position in the file of each rule kept in rules.Authority
 	// and rules.ParamFlow, for the messages of the compile check.
 	authPos, paramPos []int
+	numbers           ruleNumbers         // how the rules are numbered in their sections
+	warnings          []*ValidationError  // addressed by list element until place
+	loc               *locator            // where the rules are in the file
 	sawMeta           bool                // Sentinel dashboard metadata was set aside
 	sentinelAuth      map[string]int      // resources of the Sentinel authority rules kept: the rule's index
 	apis              map[string][]string // ApiDefinitions by name: their paths, for messages
@@ -320,13 +390,13 @@ type parser struct {
 
 // rule starts the problem list of one rule.
 func (p *parser) rule(section string, index int) *ruleErrs {
-	return &ruleErrs{file: p.file, section: section, index: index}
+	return &ruleErrs{file: p.file, section: section, index: index, p: p}
 }
 
-// warn records a warning about one rule.
+// warn records a warning about one rule (index its element in its list), or about the file
+// (index -1).
 func (p *parser) warn(section string, index int, resource, msg string) {
-	w := &ValidationError{File: p.file, Section: section, Index: index, Resource: resource, Reason: msg}
-	p.rules.Warnings = append(p.rules.Warnings, w.Error())
+	p.warnings = append(p.warnings, &ValidationError{File: p.file, Section: section, Index: index, Resource: resource, Reason: msg})
 }
 
 // list splits the value of a top-level key that must be a list.

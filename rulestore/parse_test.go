@@ -86,7 +86,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 		{"unknown_field.json", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "Burst", `unknown field (did you mean "burst"?)`}}},
 		{"negative_count.json", ParseOptions{}, []wantErr{{"param_flow", 1, "GET:/item", "count", "must not be negative, got -3"}}},
 		{"duplicate_key.json", ParseOptions{}, []wantErr{{"", -1, "", "", `key "param" given twice`}}},
-		{"syntax.json", ParseOptions{}, []wantErr{{"", -1, "", "", "cannot parse JSON: line 3"}}},
+		{"syntax.json", ParseOptions{}, []wantErr{{"", -1, "", "", "cannot parse JSON: invalid character '}'"}}},
 		{"sentinel_paramidx_range.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "paramIdx", "index 3 is out of range: 2 param names are configured (item_id, user)"}}},
 		{"sentinel_paramidx_range.json", ParseOptions{}, []wantErr{{"param_flow", 0, "POST:/order", "paramIdx", "no param names are configured"}}},
 		{"sentinel_grade.json", sentinelOpts, []wantErr{{"param_flow", 0, "POST:/order", "grade", "unknown grade 3"}}},
@@ -123,7 +123,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 					t.Errorf("error %d = %#v\nwant file %q and %#v", i, *e, path, w)
 				}
 				msg := e.Error()
-				for _, part := range []string{path + ": ", w.Field, w.Reason} {
+				for _, part := range []string{path + ":", w.Field, w.Reason} {
 					if !strings.Contains(msg, part) {
 						t.Errorf("message %q does not contain %q", msg, part)
 					}
@@ -156,7 +156,7 @@ func TestValidationErrorMessage(t *testing.T) {
 	}
 	_, err = Parse("rules.yaml", data, ParseOptions{})
 	got := fmt.Sprint(err)
-	want := `rules.yaml: param_flow[2] (resource "POST:/order"): duration: must be at least 1ms, got 500us`
+	want := `rules.yaml:11:5: param_flow[2] (resource "POST:/order"): duration: must be at least 1ms, got 500us`
 	if got != want {
 		t.Errorf("error = %q\nwant    %q", got, want)
 	}
@@ -216,9 +216,9 @@ func TestParseValidFixtures(t *testing.T) {
 	concurrency := func(file string, i int, resource string) string {
 		return fmt.Sprintf("%s: param_flow[%d] (resource %q): %s", file, i, resource, ConcurrencyWarning)
 	}
-	native := func(file string) Rules {
+	native := func(file, at string) Rules {
 		r := wantNative()
-		r.Warnings = []string{concurrency(file, 2, "POST:/upload")}
+		r.Warnings = []string{concurrency(file+at, 2, "POST:/upload")}
 		return r
 	}
 	sentinelFile := filepath.Join("testdata", "valid", "sentinel.json")
@@ -228,8 +228,8 @@ func TestParseValidFixtures(t *testing.T) {
 		opts ParseOptions
 		want Rules
 	}{
-		{filepath.Join("testdata", "valid", "rules.yaml"), ParseOptions{ClusterEnabled: true}, native(filepath.Join("testdata", "valid", "rules.yaml"))},
-		{filepath.Join("testdata", "valid", "rules.json"), ParseOptions{ClusterEnabled: true}, native(filepath.Join("testdata", "valid", "rules.json"))},
+		{filepath.Join("testdata", "valid", "rules.yaml"), ParseOptions{ClusterEnabled: true}, native(filepath.Join("testdata", "valid", "rules.yaml"), ":32:5")},
+		{filepath.Join("testdata", "valid", "rules.json"), ParseOptions{ClusterEnabled: true}, native(filepath.Join("testdata", "valid", "rules.json"), ":13:5")},
 		{filepath.Join("testdata", "valid", "empty.yaml"), ParseOptions{}, Rules{}},
 		{sentinelFile, ParseOptions{ParamNames: []string{"item_id", "tenant", "user"}}, Rules{
 			Authority: []authority.Rule{
@@ -250,10 +250,10 @@ func TestParseValidFixtures(t *testing.T) {
 				{Resource: "POST:/upload", Param: "tenant", Grade: hotparam.Concurrency, Count: 4, Duration: time.Second},
 			},
 			Warnings: []string{
-				concurrency(sentinelFile, 2, "POST:/upload"),
-				sentinelFile + `: authority[3] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
-				sentinelFile + `: authority[4] (resource "GET:/admin"): limitApp entries "appC " have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
-				sentinelFile + `: authority[4] (resource "GET:/admin"): limitApp entries "10.0.0.0/8" are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])`,
+				concurrency(sentinelFile+":26:3", 2, "POST:/upload"),
+				sentinelFile + `:33:3: authority[0] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
+				sentinelFile + `:38:3: authority[1] (resource "GET:/admin"): limitApp entries "appC " have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
+				sentinelFile + `:38:3: authority[1] (resource "GET:/admin"): limitApp entries "10.0.0.0/8" are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])`,
 			},
 		}},
 		{objectFile, ParseOptions{ParamNames: []string{"a", "b", "item_id"}, ClusterEnabled: true}, Rules{
@@ -264,7 +264,7 @@ func TestParseValidFixtures(t *testing.T) {
 				{Resource: "POST:/order", Param: "item_id", Count: 7, Duration: time.Second, Cluster: true},
 			},
 			Warnings: []string{
-				objectFile + `: authority[0] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
+				objectFile + `:3:5: authority[0] (resource "GET:/hello"): limitApp entries " appE" have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)`,
 			},
 		}},
 	}
@@ -328,7 +328,7 @@ func TestParseFormats(t *testing.T) {
 		{"sentinel clusterMode without a store is local, with a warning", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 5, "clusterMode": true, "clusterConfig": {"flowId": 7}}]`,
 			Rules{
 				ParamFlow: []hotparam.Rule{{Resource: "r", Param: "item_id", Count: 5, Duration: time.Second}},
-				Warnings:  []string{`r.json: param_flow[0] (resource "r"): clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own`},
+				Warnings:  []string{`r.json:1:2: param_flow[0] (resource "r"): clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own`},
 			}},
 		{"empty sentinel list", "r.json", "[]", Rules{}},
 		{"negative paramIdx counts from the end", "r.json", `[{"resource": "r", "paramIdx": -1, "count": 2, "grade": 1}]`,
@@ -338,7 +338,7 @@ func TestParseFormats(t *testing.T) {
 		{"zero values of fields that do not apply", "r.yaml", "param_flow: [{resource: r, param: p, grade: concurrency, count: 1, burst: 0, refund: false, max_queueing_time: 0s}]",
 			Rules{
 				ParamFlow: []hotparam.Rule{{Resource: "r", Param: "p", Grade: hotparam.Concurrency, Count: 1, Duration: time.Second}},
-				Warnings:  []string{`r.yaml: param_flow[0] (resource "r"): ` + ConcurrencyWarning},
+				Warnings:  []string{`r.yaml:1:14: param_flow[0] (resource "r"): ` + ConcurrencyWarning},
 			}},
 	}
 	for _, tt := range tests {
@@ -357,19 +357,19 @@ func TestParseBadShapes(t *testing.T) {
 		name, file, data string
 		want             string
 	}{
-		{"section not a list", "r.yaml", "authority: {resource: r}", "r.yaml: authority: must be a list of rules, got a mapping"},
-		{"rule not a mapping", "r.yaml", "param_flow: [5]", "r.yaml: param_flow[0]: must be a mapping of fields, got 5"},
-		{"sentinel element not a mapping", "r.json", `["x"]`, `r.json: param_flow[0]: must be a mapping of fields, got "x"`},
-		{"item not a mapping", "r.yaml", "param_flow: [{resource: r, param: p, count: 1, items: [7]}]", `r.yaml: param_flow[0] (resource "r"): items[0]: must be a mapping of fields, got 7`},
-		{"origins not a list", "r.yaml", "authority: [{resource: r, strategy: white, origins: a}]", `r.yaml: authority[0] (resource "r"): origins: must be a list, got "a"`},
-		{"origin a mapping", "r.yaml", "authority: [{resource: r, strategy: white, origins: [{a: b}]}]", `r.yaml: authority[0] (resource "r"): origins: must be a string or a number, got a mapping`},
-		{"count too large", "r.yaml", "param_flow: [{resource: r, param: p, count: 99999999999999999999}]", `r.yaml: param_flow[0] (resource "r"): count: must be a whole number, got 100000000000000000000`},
-		{"item value empty", "r.yaml", `param_flow: [{resource: r, param: p, count: 1, items: [{value: "", count: 2}]}]`, `r.yaml: param_flow[0] (resource "r"): items[0].value: must not be empty`},
-		{"sentinel int out of range", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "paramFlowItemList": [{"object": "3000000000", "classType": "int", "count": 2}]}]`, `r.json: param_flow[0] (resource "r"): paramFlowItemList[0].object: "3000000000" is not a value of classType int; Sentinel drops such an item, and the value would lose its exception`},
-		{"sentinel regex", "r.json", `[{"resource": "r.*", "paramIdx": 0, "count": 1, "regex": true}]`, `r.json: param_flow[0] (resource "r.*"): regex: resource patterns are not supported; name each resource`},
-		{"sentinel missing paramIdx", "r.json", `[{"resource": "r", "count": 1}]`, `r.json: param_flow[0] (resource "r"): paramIdx: required`},
-		{"sentinel clusterConfig misspelt", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "clusterConfig": {"flowID": 1}}]`, `r.json: param_flow[0] (resource "r"): clusterConfig.flowID: unknown field (did you mean "flowId"?)`},
-		{"sentinel object list not a list", "r.json", `{"paramFlowRules": 3}`, `r.json: paramFlowRules: must be a list of rules, got 3`},
+		{"section not a list", "r.yaml", "authority: {resource: r}", "r.yaml:1:1: authority: must be a list of rules, got a mapping"},
+		{"rule not a mapping", "r.yaml", "param_flow: [5]", "r.yaml:1:14: param_flow[0]: must be a mapping of fields, got 5"},
+		{"sentinel element not a mapping", "r.json", `["x"]`, `r.json:1:2: param_flow[0]: must be a mapping of fields, got "x"`},
+		{"item not a mapping", "r.yaml", "param_flow: [{resource: r, param: p, count: 1, items: [7]}]", `r.yaml:1:56: param_flow[0] (resource "r"): items[0]: must be a mapping of fields, got 7`},
+		{"origins not a list", "r.yaml", "authority: [{resource: r, strategy: white, origins: a}]", `r.yaml:1:44: authority[0] (resource "r"): origins: must be a list, got "a"`},
+		{"origin a mapping", "r.yaml", "authority: [{resource: r, strategy: white, origins: [{a: b}]}]", `r.yaml:1:44: authority[0] (resource "r"): origins: must be a string or a number, got a mapping`},
+		{"count too large", "r.yaml", "param_flow: [{resource: r, param: p, count: 99999999999999999999}]", `r.yaml:1:38: param_flow[0] (resource "r"): count: must be a whole number, got 100000000000000000000`},
+		{"item value empty", "r.yaml", `param_flow: [{resource: r, param: p, count: 1, items: [{value: "", count: 2}]}]`, `r.yaml:1:57: param_flow[0] (resource "r"): items[0].value: must not be empty`},
+		{"sentinel int out of range", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "paramFlowItemList": [{"object": "3000000000", "classType": "int", "count": 2}]}]`, `r.json:1:70: param_flow[0] (resource "r"): paramFlowItemList[0].object: "3000000000" is not a value of classType int; Sentinel drops such an item, and the value would lose its exception`},
+		{"sentinel regex", "r.json", `[{"resource": "r.*", "paramIdx": 0, "count": 1, "regex": true}]`, `r.json:1:49: param_flow[0] (resource "r.*"): regex: resource patterns are not supported; name each resource`},
+		{"sentinel missing paramIdx", "r.json", `[{"resource": "r", "count": 1}]`, `r.json:1:2: param_flow[0] (resource "r"): paramIdx: required`},
+		{"sentinel clusterConfig misspelt", "r.json", `[{"resource": "r", "paramIdx": 0, "count": 1, "clusterConfig": {"flowID": 1}}]`, `r.json:1:65: param_flow[0] (resource "r"): clusterConfig.flowID: unknown field (did you mean "flowId"?)`},
+		{"sentinel object list not a list", "r.json", `{"paramFlowRules": 3}`, `r.json:1:2: paramFlowRules: must be a list of rules, got 3`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

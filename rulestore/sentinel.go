@@ -232,7 +232,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 	}
 	if len(r.errs) == 0 {
 		if first, dup := p.sentinelAuth[d.Resource]; dup {
-			p.warn(sectionAuthority, i, d.Resource, fmt.Sprintf("a second authority rule on this resource is ignored, as Sentinel ignores it: %s[%d] is the one in force (join the lists into one rule if both were meant)", sectionAuthority, first))
+			p.warn(sectionAuthority, i, d.Resource, fmt.Sprintf("a second authority rule on this resource is ignored, as Sentinel ignores it: %s[%d] is the one in force (join the lists into one rule if both were meant)", sectionAuthority, p.number(sectionAuthority, first)))
 			r.done(&p.errs, d.Resource)
 			return
 		}

@@ -67,7 +67,7 @@ func TestSentinelImportWarnings(t *testing.T) {
 				if len(r.Authority) != 1 || r.Authority[0].Origins[0] != "a" {
 					t.Errorf("authority %+v, want the first rule alone", r.Authority)
 				}
-			}, []string{`authority[1] (resource "r"): a second authority rule on this resource is ignored, as Sentinel ignores it: authority[0] is the one in force`}},
+			}, []string{`r.json:1:53: authority (resource "r"): a second authority rule on this resource is ignored, as Sentinel ignores it: authority[0] is the one in force`}},
 		{"native lists of one kind", "authority: [{resource: r, strategy: white, origins: [a]}, {resource: r, strategy: white, origins: [b]}]",
 			func(t *testing.T, r Rules) {
 				if len(r.Authority) != 2 {

@@ -131,7 +131,7 @@ func TestStoreReload(t *testing.T) {
 	if le == nil || !le.Time.Equal(t0) || le.Message != err.Error() {
 		t.Errorf("LastError = %+v; want time %v and message %q", le, t0, err)
 	}
-	if !strings.Contains(le.Message, path+`: param_flow[1] (resource "GET:/item"): burst:`) {
+	if !strings.Contains(le.Message, path+`:12:5: param_flow[1] (resource "GET:/item"): burst:`) {
 		t.Errorf("LastError message %q does not name file, rule and field", le.Message)
 	}
 
@@ -277,7 +277,7 @@ func TestStoreEventWarnings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, "param_flow: [{resource: r, param: p, grade: concurrency, count: 2}]\n")
 	_, ev := newTestStore(t, Options{File: path})
-	want := path + `: param_flow[0] (resource "r"): ` + ConcurrencyWarning
+	want := path + `:1:14: param_flow[0] (resource "r"): ` + ConcurrencyWarning
 	if got := ev.all(); len(got) != 1 || len(got[0].Warnings) != 1 || got[0].Warnings[0] != want {
 		t.Errorf("events = %+v; want one with warning %q", got, want)
 	}

@@ -29,7 +29,7 @@ func (p *parser) configWarnings() {
 		var leased []string
 		for i, r := range rules.ParamFlow {
 			if r.Grade == hotparam.Concurrency || r.Refund {
-				leased = append(leased, fmt.Sprintf("%s[%d]", sectionParamFlow, at(p.paramPos, i)))
+				leased = append(leased, fmt.Sprintf("%s[%d]", sectionParamFlow, i))
 			}
 		}
 		if len(leased) > 0 {
@@ -49,7 +49,7 @@ func (p *parser) configWarnings() {
 			if _, hinted := p.sources[r.Param]; hinted {
 				continue // sourceNotes says what to add
 			}
-			unmapped = append(unmapped, fmt.Sprintf("%q (%s[%d])", r.Param, sectionParamFlow, at(p.paramPos, i)))
+			unmapped = append(unmapped, fmt.Sprintf("%q (%s[%d])", r.Param, sectionParamFlow, i))
 		}
 		if len(unmapped) > 0 {
 			p.warn("", -1, "", fmt.Sprintf("no authz.params source produces the params %s: Check calls never carry them, only rate-limit descriptors with these keys do", strings.Join(unmapped, ", ")))

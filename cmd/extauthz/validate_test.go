@@ -40,11 +40,11 @@ func TestValidateBroken(t *testing.T) {
 	if !strings.Contains(out, "testdata/good.yaml: ok") {
 		t.Errorf("the good file is not reported ok:\n%s", out)
 	}
-	// Every problem is printed, one a line, addressed by file, rule and field.
+	// Every problem is printed, one a line, addressed by file, line and column, rule and field.
 	wantLines := []string{
-		"testdata/broken.yaml: authority[0]",
-		"testdata/broken.yaml: param_flow[0]",
-		"testdata/broken.yaml: param_flow[1]",
+		`testdata/broken.yaml:3:5: authority[0] (resource "GET:/hello"): strategy: `,
+		`testdata/broken.yaml:9:5: param_flow[0] (resource "POST:/order"): count: `,
+		`testdata/broken.yaml:12:5: param_flow[1] (resource "POST:/order"): param: `,
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, w := range wantLines {
@@ -90,7 +90,7 @@ func TestValidateSentinelParamNames(t *testing.T) {
 	// A warning that Check calls never carry item_id (mapping.yaml maps no params), one line per
 	// rule saying what it maps to, then the summary.
 	want := `warning: testdata/sentinel.json: no authz.params source produces the params "item_id" (param_flow[0]): Check calls never carry them, only rate-limit descriptors with these keys do` + "\n" +
-		`testdata/sentinel.json: param_flow[0] -> param_flow: {resource: "POST:/order", param: "item_id", count: 5, duration: 1s, items: [{value: "4343433", count: 1000}]}` + "\n" +
+		`testdata/sentinel.json:2:3: param_flow[0] -> param_flow: {resource: "POST:/order", param: "item_id", count: 5, duration: 1s, items: [{value: "4343433", count: 1000}]}` + "\n" +
 		"testdata/sentinel.json: ok: 0 authority rules, 1 param_flow rules\n"
 	if out != want {
 		t.Errorf("output %q, want %q", out, want)
