@@ -100,7 +100,11 @@ type ParseOptions struct {
 // trimmed of spaces. count may be written as a float but must be whole. An item's object must
 // be a value of its classType. clusterConfig is accepted and ignored (with a warning). Errors
 // in Sentinel rules are still reported under the sections "authority" and "param_flow", with
-// Index the rule's position in the list it was read from, and Field the Sentinel field name.
+// Index the rule's number among the rules of its kind (as the service numbers the rules in
+// force, see ruleNumbers), and Field the Sentinel field name.
+//
+// Every problem, and every warning about a rule, says where it is: the line and column of the
+// field's key, or of the rule (see locator).
 //
 // Defaults: duration 1s, grade qps, behavior reject; strategy and count are required. A field
 // that does not apply to a rule's grade or behaviour is an error when it is given a non-zero
