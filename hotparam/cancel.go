@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"context"
 	"strings"
 	"time"
 )
@@ -23,12 +24,17 @@ import (
 // Each shard remembers at most maxGivenUp turns given up; past that, or once a turn's slot is
 // in the past (there is nothing left to give back), it is forgotten. A value evicted meanwhile
 // takes its turns with it. Forgetting only gives back less.
+//
+// A cluster rule's turn is given back by the Remote (RemoteOp.Unhold) under the first rule
+// only: if it is still its value's latest. A turn given up with others queued behind it stays
+// taken there.
 
 // Hold is what a held call reserved, for Limiter.Unhold. It is not safe for concurrent use: one
 // Unhold per Hold.
 type Hold struct {
-	turns []heldTurn
-	one   [1]heldTurn // the turns of a call of one throttle value: no second allocation
+	turns  []heldTurn
+	one    [1]heldTurn // the turns of a call of one throttle value: no second allocation
+	remote []RemoteOp  // the cluster rules' turns, as the Remote's Unhold ops, in call order
 }
 
 // heldTurn is one turn of a held call: the value's state just before and right after the
@@ -50,10 +56,10 @@ type givenUp struct {
 // maxGivenUp is the most turns given up a shard remembers (56 bytes each).
 const maxGivenUp = 64
 
-// holdOf returns the Hold of a held call whose local ops ran (nil when none of them took a
-// throttle turn). The ops are no longer locked: it keeps only what they recorded.
-func holdOf(ops []op) *Hold {
-	var h *Hold
+// holdOf adds to h the turns the local ops of a held call took and returns it; a nil h is made
+// when there is one (and stays nil when there is none). The ops are no longer locked: it keeps
+// only what they recorded.
+func holdOf(ops []op, h *Hold) *Hold {
 	for i := range ops {
 		o := &ops[i]
 		if o.sh == nil || o.rs.kind != kindThrottle || !o.applied || o.probe || o.gone {
@@ -61,6 +67,8 @@ func holdOf(ops []op) *Hold {
 		}
 		if h == nil {
 			h = &Hold{}
+		}
+		if h.turns == nil {
 			h.turns = h.one[:0]
 		}
 		h.turns = append(h.turns, heldTurn{rs: o.rs, key: strings.Clone(o.value), hash: o.hash, shard: o.shard,
@@ -69,11 +77,36 @@ func holdOf(ops []op) *Hold {
 	return h
 }
 
+// remoteHold returns the Hold of the turns a held call's cluster ops took in the Remote (rops,
+// answered in res), nil when none did.
+func remoteHold(ops []op, rops []RemoteOp, res []RemoteResult) *Hold {
+	var h *Hold
+	for i := range ops {
+		o := &ops[i]
+		if o.rk < 0 || o.rs.kind != kindThrottle || o.probe || o.release {
+			continue
+		}
+		r := &res[o.rk]
+		if !r.Allowed || r.Turn == (Turn{}) {
+			continue
+		}
+		if h == nil {
+			h = &Hold{}
+		}
+		u := rops[o.rk]
+		u.Release, u.Unhold, u.Turn = true, true, r.Turn
+		h.remote = append(h.remote, u)
+	}
+	return h
+}
+
 // Unhold gives back the throttle turns of a held call given up during its wait (see Hold):
 // those still their values' latest at once, the others when the turns behind them are given
 // back. It returns how many turns it gave back now. A nil h gives back nothing. Call it at most
-// once per Hold, and only for a call that was not let through.
-func (l *Limiter) Unhold(now time.Time, h *Hold) int {
+// once per Hold, and only for a call that was not let through. The turns of cluster rules are
+// given back by the Remote, within ctx (which should not be the given-up call's own, done
+// already); if it fails they stay taken.
+func (l *Limiter) Unhold(ctx context.Context, now time.Time, h *Hold) int {
 	if h == nil {
 		return 0
 	}
@@ -83,6 +116,21 @@ func (l *Limiter) Unhold(now time.Time, h *Hold) int {
 		n += h.turns[i].giveBack(t)
 	}
 	h.turns = h.turns[:0]
+	if len(h.remote) > 0 && l.opts.Remote != nil {
+		ops := h.remote
+		h.remote = nil
+		for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {
+			ops[i], ops[j] = ops[j], ops[i] // the last turn first, as above
+		}
+		res := make([]RemoteResult, len(ops))
+		if l.opts.Remote.Eval(ctx, ops, res) == nil {
+			for i := range res {
+				if res[i].Allowed {
+					n++
+				}
+			}
+		}
+	}
 	return n
 }
 

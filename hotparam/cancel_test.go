@@ -27,7 +27,7 @@ func hold(t *testing.T, l *Limiter, in time.Duration, v string, wait time.Durati
 
 func unhold(t *testing.T, l *Limiter, in time.Duration, h *Hold, want int) {
 	t.Helper()
-	if got := l.Unhold(at(in), h); got != want {
+	if got := l.Unhold(context.Background(), at(in), h); got != want {
 		t.Fatalf("Unhold at %v gave back %d turns, want %d", in, got, want)
 	}
 }
@@ -70,7 +70,7 @@ func TestUnholdQueueGivenBackInAnyOrder(t *testing.T) {
 		}
 		given := 0
 		for _, k := range order {
-			given += l.Unhold(at(30*ms), hs[k])
+			given += l.Unhold(context.Background(), at(30*ms), hs[k])
 		}
 		if given != 5 {
 			t.Fatalf("order %v: %d turns given back, want 5", order, given)
@@ -219,7 +219,7 @@ func TestUnholdRaceKeepsSpacing(t *testing.T) {
 					return
 				}
 				if d.Hold != nil && rng.IntN(3) == 0 {
-					l.Unhold(at(tick()), d.Hold)
+					l.Unhold(context.Background(), at(tick()), d.Hold)
 					continue
 				}
 				mu.Lock()

@@ -236,7 +236,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 		d = l.cluster(ctx, t, ops, &opt, st)
 	}
 	if d.Wait > 0 {
-		d.Hold = holdOf(ops) // only a held call pays for it
+		d.Hold = holdOf(ops, d.Hold) // only a held call pays for it
 	}
 	return d
 }

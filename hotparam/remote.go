@@ -32,7 +32,17 @@ type RemoteOp struct {
 	// never refused and never undone. (A postpaid rule ignores real releases: none is sent.)
 	Postpaid bool
 	Shadow   bool // evaluated and reported, never blocks the others
+	// Unhold (a throttle op, sent with Release) gives back the Hits slots of a turn an earlier
+	// call took, if the value's schedule still ends where that turn left it (Turn, as the
+	// store answered it): nothing was queued behind it. It is never refused; its result's
+	// Allowed reports whether it gave the turn back. See Limiter.Unhold.
+	Unhold bool
+	Turn   Turn
 }
+
+// Turn is where a value's throttle schedule ends after a turn taken in the store, in the
+// store's own terms (for the Redis store, microseconds and a fraction); zero when unknown.
+type Turn struct{ At, Frac int64 }
 
 // RemoteResult is the store's answer for one RemoteOp.
 type RemoteResult struct {
@@ -41,6 +51,10 @@ type RemoteResult struct {
 	ResetAfter time.Duration
 	RetryAfter time.Duration
 	Wait       time.Duration // throttle
+	// Turn, for a throttle op that took a turn, is where the value's schedule ends after it:
+	// RemoteOp.Unhold names it to give the turn back. A store that cannot tell leaves it zero
+	// (its turns are never given back).
+	Turn Turn
 }
 
 // Remote keeps the state of Cluster rules in a store shared by replicas, with the store's own
@@ -162,6 +176,9 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 			c.RetryAfter = max(r.RetryAfter, 1)
 		}
 		offer(&st[o.entry], c)
+	}
+	if d.Wait > 0 {
+		d.Hold = remoteHold(ops, rops, res) // only a held call pays for it
 	}
 	return d
 }

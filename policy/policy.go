@@ -327,8 +327,9 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	if hd.Wait > 0 {
 		if d.waiting.Add(1) > d.maxWaiting {
 			// Lost a race for the last places: refused, and the place this request took in its
-			// queue stays taken, as a cancelled wait's does.
+			// queue given back, as a cancelled wait's is.
 			d.waiting.Add(-1)
+			set.ParamFlow.Unhold(ctx, d.now(), hd.Hold)
 			i, rule := d.throttled(set, req.Domain, entries)
 			d.queueFull(req, v, set, entries, max(i, 0), rule)
 			return
@@ -341,6 +342,8 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			return
 		}
 		v.Kind, v.Err = Cancelled, err
+		// its turns go back, as far as no other call's move (the Remote's within its own timeout)
+		set.ParamFlow.Unhold(context.WithoutCancel(ctx), d.now(), hd.Hold)
 		return
 	}
 	v.Wait = hd.Wait

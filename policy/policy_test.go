@@ -196,7 +196,8 @@ func TestMaxWaiting(t *testing.T) {
 	if n := d.Waiting(); n != 0 {
 		t.Fatalf("%d waiting after the waits ended, want 0", n)
 	}
-	// The refused request took no place: the next one waits 3s (slots at 1s and 2s taken), not 4s.
+	// The refused request took no place, and the two cancelled gave theirs back: the next one
+	// waits 1s (the slot after the first's), not 4s (behind a slot at 3s the refused one took).
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done := make(chan Verdict)
 	go func() {
@@ -211,8 +212,8 @@ func TestMaxWaiting(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if w := rec.waits; len(w) != 3 || w[2] != 3*time.Second {
-		t.Errorf("queue waits %v, want the next request held 3s", w)
+	if w := rec.waits; len(w) != 3 || w[2] != time.Second {
+		t.Errorf("queue waits %v, want the next request held 1s", w)
 	}
 }
 
