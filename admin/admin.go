@@ -55,6 +55,9 @@ type Options struct {
 	// Descriptors maps the raw descriptors of a POST /check as the rate-limit API does; nil:
 	// /check takes only a resource, origin and params.
 	Descriptors DescriptorsFunc
+	// Fleet is the console's fleet view (/console/fleet): every replica's counts, or this
+	// replica's alone when nil or without a Store.
+	Fleet *Fleet
 	// Hosts are the names, besides loopback names and IP addresses, that requests may carry
 	// in their Host header; a request naming anything else is refused with 421 (see
 	// config.AdminConfig.Hosts).

@@ -116,6 +116,18 @@ func consoleHandlers(mux *http.ServeMux, opts Options) {
 		consoleHeaders(w)
 		writeCompactJSON(w, http.StatusOK, consoleView(opts, now()))
 	})
+	fleet := opts.Fleet
+	if fleet == nil {
+		fleet = &Fleet{Traffic: opts.Traffic}
+	}
+	mux.HandleFunc("GET /console/fleet", func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		consoleHeaders(w)
+		writeCompactJSON(w, http.StatusOK, fleet.View(r.Context(), now()))
+	})
 }
 
 func consoleHeaders(w http.ResponseWriter) {
