@@ -105,12 +105,8 @@ func gcd(a, b uint64) uint64 {
 }
 
 // rescale converts v from units of 1/from to units of 1/to, rounding down (a rescale never
-// creates tokens); it saturates at max. A debt (v < 0, postpaid rules) is converted rounding
-// up, and saturates at -max.
+// creates tokens); it saturates at max. A debt (v < 0) is left as it is: see rescaleDebt.
 func rescale(v int64, from, to uint64, max int64) int64 {
-	if v < 0 && from != 0 && from != to {
-		return -rescaleUp(uint64(-v), from, to, max)
-	}
 	if v <= 0 || from == 0 || from == to {
 		return v
 	}
@@ -123,6 +119,16 @@ func rescale(v int64, from, to uint64, max int64) int64 {
 		return max
 	}
 	return int64(r)
+}
+
+// rescaleDebt converts v like rescale, and a postpaid rule's debt (v < 0) too, rounding it
+// up (away from zero), saturating at -max. It is rescale's one caller that may see a debt,
+// kept apart so that rescale stays small enough to inline.
+func rescaleDebt(v int64, from, to uint64, max int64) int64 {
+	if v < 0 && from != 0 && from != to {
+		return -rescaleUp(uint64(-v), from, to, max)
+	}
+	return rescale(v, from, to, max)
 }
 
 // rescaleUp is v (> 0) from units of 1/from to units of 1/to, rounded up, saturating at max.
@@ -158,14 +164,26 @@ func (l *limit) initBucket(s *state, now int64) { s.setBucket(int64(l.full), now
 func (l *limit) refill(s *state, now int64) {
 	units, at := s.bucket()
 	if s.scale != l.q {
-		units = rescale(units, s.scale, l.q, int64(l.full))
+		if units < 0 { // a postpaid debt: rounded up (rescaleUp and rescale both inline here)
+			units = -rescaleUp(uint64(-units), s.scale, l.q, int64(l.full))
+		} else {
+			units = rescale(units, s.scale, l.q, int64(l.full))
+		}
 	}
 	units = min(units, int64(l.full))
 	if el := now - at; el > 0 {
 		at = now
 		switch {
 		case units < 0:
-			units = l.repay(units, el)
+			// A postpaid debt: at most full units, and a postpaid limit's full is at most
+			// MaxPostpaidUnits, so el below 2*ttf (from -full, the time to fill the bucket)
+			// gives el*p < 2*full+2*p, within int64. Inline: a call here would cost every
+			// refill a stack frame.
+			if el >= 2*l.ttf {
+				units = int64(l.full)
+			} else {
+				units = min(units+el*int64(l.p), int64(l.full))
+			}
 		case el >= l.ttf:
 			units = int64(l.full)
 		default:
@@ -174,16 +192,6 @@ func (l *limit) refill(s *state, now int64) {
 		}
 	}
 	s.setBucket(units, at, l.q)
-}
-
-// repay is a debt of units (< 0) after el > 0 ns of refill. A debt is at most full units and
-// a postpaid limit's full at most MaxPostpaidUnits, so el below 2*ttf gives el*p < 2*full+2*p,
-// well within int64.
-func (l *limit) repay(units, el int64) int64 {
-	if el >= 2*l.ttf || l.p == 0 {
-		return min(int64(l.full), max(units, 0)) // from -full, 2*ttf fills the bucket
-	}
-	return min(units+el*int64(l.p), int64(l.full))
 }
 
 // tokens is the units of the refilled bucket s, 0 when it is in debt.

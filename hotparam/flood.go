@@ -365,7 +365,7 @@ func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
 			return 0
 		}
 		units, at := s.bucket()
-		units = rescale(units, s.scale, lim.q, int64(lim.full))
+		units = rescaleDebt(units, s.scale, lim.q, int64(lim.full))
 		if units >= int64(lim.full) {
 			return 0
 		}
