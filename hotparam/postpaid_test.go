@@ -170,3 +170,23 @@ func TestPostpaidRemoteOps(t *testing.T) {
 		t.Errorf("a charge with the Remote down under FallbackDeny: refused (%+v), want allowed", d.Block)
 	}
 }
+
+// Sweep forgets an idle value only once its state is back to the default: a value in debt,
+// idle for longer than the Top window, keeps its debt.
+func TestPostpaidSweepKeepsDebt(t *testing.T) {
+	l, err := New([]Rule{postpaid(100)}, Options{TopWindow: time.Second}) // a token every 36s
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(l, t0, one("u", 150)) // 50 tokens of debt
+	for _, d := range []time.Duration{10 * time.Second, time.Minute, 20 * 36 * time.Second} {
+		l.Sweep(at(d))
+	}
+	if d, st := check(l, at(20*36*time.Second), admit("u")); d.Allowed || st[0].RetryAfter != 31*36*time.Second {
+		t.Fatalf("after sweeps: allowed %v retry %v, want refused for 31 more tokens", d.Allowed, st[0].RetryAfter)
+	}
+	l.Sweep(at(3 * time.Hour)) // back to the default: forgotten
+	if got := l.Stats()[0].Tracked; got != 0 {
+		t.Errorf("%d values tracked after the debt was repaid and the bucket refilled, want 0", got)
+	}
+}
