@@ -27,7 +27,8 @@
 // A throttled request is answered after its wait, never past the call's deadline: the deadline,
 // less DeadlineMargin, is passed to the limiter, which blocks at once (consuming nothing) a
 // request whose wait would end later. A call cancelled during its wait returns the context's
-// error; the tokens it took stay taken.
+// error, and gives back the turns it was given as far as that moves no other call's (see
+// hotparam.Limiter.Unhold).
 package envoyapi
 
 import (

@@ -3,18 +3,23 @@ package envoy
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
 
-// TestThrottleCancelIsSeen: a client that gives up on orders waiting their turn makes Envoy
-// cancel their rate-limit calls; extauthz sees each cancel (result cancelled) and holds
-// nothing more for them. The turns they were given stay taken, as in Sentinel's uniform
-// queueing: the test reports what the same user's next orders see.
-func TestThrottleCancelIsSeen(t *testing.T) {
+// TestThrottleCancelGivesTheTurnsBack: a client that gives up on orders waiting their turn makes
+// Envoy cancel their rate-limit calls; extauthz sees each cancel (result cancelled), holds
+// nothing more for them, and gives their turns back. The same user's next order, sent while the
+// abandoned turns (up to 600ms after the first) would still be ahead, is admitted at once, and
+// the ones after it come at the rule's pace (100ms apart), as if the abandoned turns had never
+// been taken.
+func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var chans []<-chan outcome
+	start := time.Now()
 	for i := range 6 { // turns at 0, 100, ..., 500ms: all within max_queueing_time
 		chans = append(chans, s.send(ctx, h2, "POST", fmt.Sprintf("/orders?n=%d", i), orderHeaders("carol")...))
 	}
@@ -33,23 +38,62 @@ func TestThrottleCancelIsSeen(t *testing.T) {
 		ta.add(<-ch)
 	}
 	t.Logf("6 orders at once, the client gone while they waited: %v", &ta)
+	// a held call gives its turns back before it stops counting as waiting
 	if !eventually(10*time.Second, func() bool { return waiting() == 0 }) {
-		t.Errorf("extauthz still holds %v orders after their client went away", waiting())
+		t.Fatalf("extauthz still holds %v orders after their client went away", waiting())
 	}
 	all := metric(t, s.svc.Get, "extauthz_decisions_total", `api="ratelimit"`, `resource="POST:/orders"`)
-	if n := orderCalls(t, s, "cancelled"); n < 3 || all != 6 {
-		t.Errorf("extauthz saw %v cancelled calls of %v, want one per order still waiting when its client went (3 to 5) of 6", n, all)
+	cancelled := orderCalls(t, s, "cancelled")
+	if cancelled < 3 || all != 6 {
+		t.Fatalf("extauthz saw %v cancelled calls of %v, want one per order still waiting when its client went (3 to 5) of 6", cancelled, all)
 	}
 	if n := s.envoy.Stat(t, "cluster.upstream.ratelimit.extauthz_rl.error"); n != 0 {
 		t.Errorf("Envoy counted %d failed rate-limit calls, want 0: a cancel is no failure", n)
 	}
-	var next tally
-	chans = chans[:0]
-	for i := range 6 {
-		chans = append(chans, s.send(context.Background(), h2, "POST", fmt.Sprintf("/orders?m=%d", i), orderHeaders("carol")...))
+
+	// The orders let through took the first turns; the next free one is right after them.
+	// Without the give-back it would be at 600ms, after the abandoned ones.
+	passed := time.Duration(6-cancelled) * 100 * time.Millisecond
+	time.Sleep(time.Until(start.Add(passed + 20*time.Millisecond)))
+	late := time.Since(start)
+	if late >= 550*time.Millisecond {
+		t.Fatalf("the cancels were seen %v after the first order: too late to tell a turn given back from one run out (600ms)", late)
 	}
-	for _, ch := range chans {
-		next.add(<-ch)
+	waits := metric(t, s.svc.Get, "extauthz_queue_wait_seconds_count")
+	next := time.Now()
+	if a := s.do(h2, "POST", "/orders?m=0", orderHeaders("carol")...); a.status != http.StatusOK {
+		t.Fatalf("the next order, %v after the first: %d %s, want 200", late, a.status, a.body)
 	}
-	t.Logf("the same user's next 6 orders, sent at once: %v", &next)
+	if n := metric(t, s.svc.Get, "extauthz_queue_wait_seconds_count") - waits; n != 0 {
+		t.Errorf("the next order, %v after the first, was held: the abandoned turns (to 600ms) stayed taken", late)
+	}
+	// five more at once: every one admitted, at the pace (the k-th answered no sooner than
+	// (k+1)*100ms after the order before them)
+	answered := make(chan time.Duration, 5)
+	var more tally
+	for i := range 5 {
+		ch := s.send(context.Background(), h2, "POST", fmt.Sprintf("/orders?m=%d", i+1), orderHeaders("carol")...)
+		go func() {
+			o := <-ch
+			more.add(o)
+			answered <- time.Since(next)
+		}()
+	}
+	var at []time.Duration
+	for range 5 {
+		at = append(at, <-answered)
+	}
+	slices.Sort(at)
+	t.Logf("the next order admitted at once, %v after the first; the 5 after it answered %v later: %v", late, at, &more)
+	if more.get("200") != 5 {
+		t.Errorf("5 orders after the next one: %v, want all admitted in their turns (within 500ms)", &more)
+	}
+	for k, d := range at {
+		if want := time.Duration(k+1) * 100 * time.Millisecond; d < want {
+			t.Errorf("order %d after the next one answered %v after it, want no sooner than %v: faster than the rule", k+1, d, want)
+		}
+	}
+	if n := metric(t, s.svc.Get, "extauthz_queue_wait_seconds_count") - waits; n != 5 {
+		t.Errorf("%v of the 5 orders after the next one were held, want 5", n)
+	}
 }
