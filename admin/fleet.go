@@ -127,6 +127,7 @@ type FleetView struct {
 	// Error is why the shared store could not be read now ("" when it was): the view is then
 	// this replica alone.
 	Error           string `json:"error"`
+	Self            string `json:"self"`             // this replica's id
 	IntervalSeconds int    `json:"interval_seconds"` // between two publications of a replica
 	Seconds         int    `json:"seconds"`          // length of the series
 	// End is the Unix second the series end with: the oldest of the replicas' last
@@ -263,7 +264,7 @@ func decodeRecord(id string, body []byte) (fleetRecord, bool) {
 // read now; this one alone without a Store or when the Store cannot be read.
 func (f *Fleet) View(ctx context.Context, now time.Time) FleetView {
 	self := f.record(now)
-	v := FleetView{Time: now, Shared: f.Store != nil, IntervalSeconds: int(f.interval() / time.Second),
+	v := FleetView{Time: now, Shared: f.Store != nil, Self: self.ID, IntervalSeconds: int(f.interval() / time.Second),
 		Seconds: FleetSeconds, End: self.End}
 	recs := []fleetRecord{self}
 	if f.Store != nil {

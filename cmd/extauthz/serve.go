@@ -80,6 +80,7 @@ type service struct {
 	health    *health.Server
 	admin     *http.Server
 	dash      *dashboardRun // nil without sentinel_dashboard.command_addr
+	fleet     *admin.Fleet  // the console's fleet view
 	serving   atomic.Bool   // the gRPC server accepts calls
 }
 
@@ -182,6 +183,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	reflection.Register(s.grpc)
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 
+	s.fleet = newFleet(cfg, rem, s.metrics, log)
 	s.admin = &http.Server{
 		Handler: admin.New(admin.Options{
 			Ready:     s.ready,
@@ -193,6 +195,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			PProf:     cfg.Admin.PProf,
 			Redact:    red.Value,
 			Hosts:     cfg.Admin.Hosts,
+			Fleet:     s.fleet,
 			// /check's descriptors are mapped as the rate-limit API maps them.
 			Check:       debugCheck(store.Current, cfg.Decision),
 			Descriptors: debugDescriptors(mapper.WithUses(ruleUses{current: store.Current})),
@@ -217,6 +220,8 @@ func (s *service) run(ctx context.Context) error {
 		grpcLis.Close()
 		return fmt.Errorf("admin_addr: %w", err)
 	}
+
+	s.fleet.Replica.Admin = adminLis.Addr().String() // before the admin server and the fleet run
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -253,6 +258,11 @@ func (s *service) run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.sweep(watchCtx, s.cfg.SweepInterval)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.fleet.Run(watchCtx)
 	}()
 
 	failed := make(chan error, 3)

@@ -113,6 +113,9 @@ type AdminConfig struct {
 	// page whose name a DNS rebinding points at the listener cannot read it. A name
 	// "*.example.org" accepts every name below example.org.
 	Hosts []string `json:"hosts"`
+	// FleetInterval is how often, with store.redis, a replica publishes its per-second counts
+	// to Redis for the console's fleet view; from 1s to 10s.
+	FleetInterval time.Duration `json:"fleet_interval"`
 }
 
 // LogConfig configures logging.
@@ -178,6 +181,7 @@ func Default() Config {
 	return Config{
 		GRPCAddr:  ":9001",
 		AdminAddr: "127.0.0.1:9002",
+		Admin:     AdminConfig{FleetInterval: 5 * time.Second},
 		Log:       LogConfig{Level: "info", Format: "json"},
 		GRPC: GRPCConfig{
 			MaxRecvMsgSize:       4 << 20,

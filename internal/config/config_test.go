@@ -43,6 +43,7 @@ func TestDefaults(t *testing.T) {
 		AdminAddr:     "127.0.0.1:9002",
 		RulesFile:     "rules.yaml",
 		RulesOptional: true,
+		Admin:         AdminConfig{FleetInterval: 5 * time.Second},
 		Log:           LogConfig{Level: "info", Format: "json"},
 		GRPC:          GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, StreamWorkers: 64, Keepalive: KeepaliveConfig{Time: 2 * time.Hour, Timeout: 20 * time.Second, MinTime: 10 * time.Second}},
 		ShutdownGrace: 15 * time.Second,

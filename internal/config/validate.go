@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/etcdrules"
@@ -84,6 +85,9 @@ func (c *Config) validateListeners(p *problems) {
 		if !validHostName(strings.TrimPrefix(h, "*.")) {
 			p.add(fmt.Sprintf("admin.hosts[%d]", i), "must be a host name (or *. and a host name), without a port, not %q", h)
 		}
+	}
+	if c.Admin.FleetInterval < time.Second || c.Admin.FleetInterval > 10*time.Second {
+		p.add("admin.fleet_interval", "must be from 1s to 10s, not %s", c.Admin.FleetInterval)
 	}
 }
 

@@ -19,6 +19,7 @@ func TestValidateEverySectionInOrder(t *testing.T) {
 			c.AdminAddr = ""
 			c.Admin.HotWindow = -1
 			c.Admin.Hosts = []string{"a:1"}
+			c.Admin.FleetInterval = 0
 			c.Log.Level = "inf"
 			c.Log.Format = "xml"
 			c.TLS.CertFile = "c.pem"
@@ -48,6 +49,7 @@ func TestValidateEverySectionInOrder(t *testing.T) {
 			`admin_addr: must not be empty`,
 			`admin.hot_window: must not be negative, not -1ns`,
 			`admin.hosts[0]: must be a host name (or *. and a host name), without a port, not "a:1"`,
+			`admin.fleet_interval: must be from 1s to 10s, not 0s`,
 			`log.level: must be debug, info, warn or error, not "inf" (did you mean "info"?)`,
 			`log.format: must be json or console, not "xml"`,
 			`tls.key_file: required with cert_file`,
