@@ -161,18 +161,33 @@ func (q *quota) appendLimit(b []byte) []byte {
 
 // rateHeaders appends the x-ratelimit-* headers of st, allocated together.
 func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.HeaderValueOption {
-	q := quotaOf(st)
-	opts := make([]corev3.HeaderValueOption, 3)
-	vals := make([]corev3.HeaderValue, 3)
-	vals[0] = corev3.HeaderValue{Key: HeaderLimit, Value: string(q.appendLimit(make([]byte, 0, 32)))}
-	vals[1] = corev3.HeaderValue{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(q.remaining), 10)}
-	vals[2] = corev3.HeaderValue{Key: HeaderReset, Value: strconv.FormatInt(q.reset, 10)}
-	for i := range opts {
-		opts[i].Header = &vals[i]
-		opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
-		h = append(h, &opts[i])
+	hs := new(struct {
+		opts [3]corev3.HeaderValueOption
+		vals [3]corev3.HeaderValue
+	})
+	rateHeaderValues(&hs.vals, st)
+	for i := range hs.opts {
+		hs.opts[i].Header = &hs.vals[i]
+		hs.opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		h = append(h, &hs.opts[i])
 	}
 	return h
+}
+
+// rateHeaderValues sets vals to the x-ratelimit-limit, -remaining and -reset headers of st,
+// their three values slices of one string.
+func rateHeaderValues(vals *[3]corev3.HeaderValue, st *hotparam.Status) {
+	q := quotaOf(st)
+	var buf [96]byte // the longest: 45 + 10 + 20 bytes
+	b := q.appendLimit(buf[:0])
+	limitEnd := len(b)
+	b = strconv.AppendUint(b, uint64(q.remaining), 10)
+	remainingEnd := len(b)
+	b = strconv.AppendInt(b, q.reset, 10)
+	all := string(b)
+	vals[0] = corev3.HeaderValue{Key: HeaderLimit, Value: all[:limitEnd]}
+	vals[1] = corev3.HeaderValue{Key: HeaderRemaining, Value: all[limitEnd:remainingEnd]}
+	vals[2] = corev3.HeaderValue{Key: HeaderReset, Value: all[remainingEnd:]}
 }
 
 // units are the rate-limit units a limit is stated in.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/policy"
 )
 
@@ -57,26 +58,48 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	case policy.Cancelled:
 		return nil, status.FromContextError(v.Err).Err()
 	}
-	var h []*corev3.HeaderValueOption
+	var st *hotparam.Status
 	if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
-		h = rateHeaders(make([]*corev3.HeaderValueOption, 0, 3), &v.Statuses[0])
+		st = &v.Statuses[0]
 	}
-	resp := allowed(h, s.mapper.HeadersToRemove())
+	resp := allowed(st, s.mapper.HeadersToRemove())
 	s.setIdentity(resp, &sc.entries[0], v.Rules)
 	return resp, nil
 }
 
-// allowed is an OK answer: h for the client, remove taken off the request before the upstream.
-func allowed(h []*corev3.HeaderValueOption, remove []string) *authv3.CheckResponse {
-	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(codes.OK)},
-		// response_headers_to_add reach the client (Envoy's ext_authz Filter::onComplete keeps
-		// them for encodeHeaders); OkHttpResponse.headers would be added to the request upstream.
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-			ResponseHeadersToAdd: h,
-			HeadersToRemove:      remove,
-		}},
+// okAnswer is an allowed Check's answer with every message it points to, allocated together:
+// one allocation where separate messages took eight. gRPC encodes it once and keeps nothing.
+type okAnswer struct {
+	resp   authv3.CheckResponse
+	status rpcstatus.Status
+	ok     authv3.CheckResponse_OkResponse
+	http   authv3.OkHttpResponse
+	ptrs   [3]*corev3.HeaderValueOption
+	opts   [3]corev3.HeaderValueOption
+	vals   [3]corev3.HeaderValue
+}
+
+// allowed is an OK answer: the x-ratelimit-* headers of st (when not nil) for the client,
+// remove taken off the request before the upstream.
+func allowed(st *hotparam.Status, remove []string) *authv3.CheckResponse {
+	a := &okAnswer{}
+	a.status.Code = int32(codes.OK)
+	a.resp.Status = &a.status
+	// response_headers_to_add reach the client (Envoy's ext_authz Filter::onComplete keeps
+	// them for encodeHeaders); OkHttpResponse.headers would be added to the request upstream.
+	a.http.HeadersToRemove = remove
+	if st != nil {
+		rateHeaderValues(&a.vals, st)
+		for i := range a.opts {
+			a.opts[i].Header = &a.vals[i]
+			a.opts[i].AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+			a.ptrs[i] = &a.opts[i]
+		}
+		a.http.ResponseHeadersToAdd = a.ptrs[:]
 	}
+	a.ok.OkResponse = &a.http
+	a.resp.HttpResponse = &a.ok
+	return &a.resp
 }
 
 func denied(code typev3.StatusCode, h []*corev3.HeaderValueOption, body string) *authv3.CheckResponse {
