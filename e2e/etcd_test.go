@@ -18,14 +18,14 @@ import (
 	"github.com/extauthz/extauthz/internal/testbin"
 )
 
-// startEtcdService runs the binary with the shipped config, its rules from etcd key.
-func startEtcdService(t *testing.T, endpoint, key string) *service {
+// startEtcdService runs the binary with the shipped config, its rules from etcd key, and env.
+func startEtcdService(t *testing.T, endpoint, key string, env ...string) *service {
 	t.Helper()
 	config, err := filepath.Abs(extauthzYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startServiceWith(t, config, "", "EXTAUTHZ_RULES_ETCD_ENDPOINTS="+endpoint, "EXTAUTHZ_RULES_ETCD_KEYS="+key)
+	return startServiceWith(t, config, "", append([]string{"EXTAUTHZ_RULES_ETCD_ENDPOINTS=" + endpoint, "EXTAUTHZ_RULES_ETCD_KEYS=" + key}, env...)...)
 }
 
 // startServiceWith runs the binary with config (an absolute path), rules (a path, or "" for
@@ -70,7 +70,10 @@ func TestRulesFromEtcd(t *testing.T) {
 	}
 	rules := readRules(t)
 	put(rules)
-	s := startEtcdService(t, srv.Endpoint, "/extauthz/rules.yaml")
+	// a check of the keys every second, each read given 2s: the service meets etcd down
+	// within seconds
+	s := startEtcdService(t, srv.Endpoint, "/extauthz/rules.yaml",
+		"EXTAUTHZ_RULES_ETCD_CHECK_INTERVAL=1s", "EXTAUTHZ_RULES_ETCD_DIAL_TIMEOUT=2s")
 	if info := s.rulesInfo(t); info.File != "etcd:/extauthz/rules.yaml" {
 		t.Errorf("/rules file = %q, want etcd:/extauthz/rules.yaml", info.File)
 	}
@@ -95,7 +98,11 @@ func TestRulesFromEtcd(t *testing.T) {
 	}
 
 	srv.Stop()
-	time.Sleep(500 * time.Millisecond)
+	if !eventually(15*time.Second, func() bool {
+		return bytes.Contains(s.rulesInfo(t).LastError, []byte("cannot read rules from etcd"))
+	}) {
+		t.Fatalf("etcd down not shown in /rules last_error within 15s: %s\n%s", s.rulesInfo(t).LastError, s.logs)
+	}
 	if !strangerAllowed(t, s) {
 		t.Error("etcd going down changed the rules in force")
 	}

@@ -129,7 +129,10 @@ func TestWatchLifecycle(t *testing.T) {
 	}
 
 	srv.Stop()
-	time.Sleep(300 * time.Millisecond)
+	// the next check's read fails: the watcher has met etcd down, and records it
+	waitFor(t, "etcd down recorded", func() bool {
+		return store.LastError() != nil && strings.Contains(store.LastError().Message, "cannot read rules from etcd")
+	})
 	if count(store) != 7 {
 		t.Errorf("etcd down changed the rules: count %d", count(store))
 	}

@@ -156,7 +156,7 @@ func TestRestartCounted(t *testing.T) {
 		t.Fatal("run_id did not change across a restart")
 	}
 	waitFor(t, "the restart counted", func() bool { return st.Stats().Restarts == 1 })
-	time.Sleep(100 * time.Millisecond) // a few more samples
+	waitSamples(t, srv, 2)
 	if got := ev.of(Restarted); len(got) != 1 || st.Stats().Restarts != 1 {
 		t.Errorf("Restarted reported %d times, counted %d; want 1 and 1", len(got), st.Stats().Restarts)
 	}
@@ -172,10 +172,19 @@ func TestPolicyChangeReported(t *testing.T) {
 	}
 	srv.CLI("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
 	waitFor(t, "the evicting policy reported", func() bool { return len(ev.of(PolicyEvicts)) == 1 })
-	time.Sleep(100 * time.Millisecond)
+	waitSamples(t, srv, 2)
 	if got := ev.of(PolicyEvicts); len(got) != 1 || got[0].Info.Policy != "allkeys-lfu" {
 		t.Errorf("PolicyEvicts = %+v, want once, allkeys-lfu", got)
 	}
+}
+
+// waitSamples waits until Run has taken n whole samples of srv after the call: each sample
+// reads INFO then CONFIG GET, and a sample starts once the one before has reported, so n+1
+// CONFIG GETs seen by srv mean n samples done (the last one may still be under way).
+func waitSamples(t *testing.T, srv *redistest.Server, n int) {
+	t.Helper()
+	before := srv.CommandCalls("config|get")
+	waitFor(t, strconv.Itoa(n)+" more samples", func() bool { return srv.CommandCalls("config|get") >= before+n+1 })
 }
 
 func TestInfoFields(t *testing.T) {
