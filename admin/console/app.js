@@ -42,8 +42,9 @@ function chart(allowed, blocked) {
   svg.setAttribute("preserveAspectRatio", "none");
   const top = Math.max(1, ...allowed, ...blocked);
   svg.setAttribute("role", "img");
+  const span = allowed.length >= 120 ? `${Math.round(allowed.length / 60)} minutes` : `${allowed.length} seconds`;
   svg.setAttribute("aria-label",
-    `Per second over ${Math.round(allowed.length / 60)} minutes: allowed peak ${Math.max(0, ...allowed)}, blocked peak ${Math.max(0, ...blocked)}`);
+    `Per second over ${span}: allowed peak ${Math.max(0, ...allowed)}, blocked peak ${Math.max(0, ...blocked)}`);
   const axis = document.createElementNS(SVG, "line");
   axis.setAttribute("class", "axis");
   axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
@@ -240,6 +241,70 @@ function renderStore(s) {
     el("span", { id: "fallbacks" }, `Fallbacks: ${fb}`));
 }
 
+function rate(v) { return v >= 10 ? Math.round(v).toString() : v.toFixed(1); }
+
+// renderFleet shows every replica's counts and their sum, or says the view is this replica alone.
+function renderFleet(v) {
+  const note = document.getElementById("fleet-note");
+  const box = document.getElementById("fleet");
+  const n = v.replicas.length;
+  if (!v.shared) {
+    note.textContent = "Shows this replica only: no shared store (store.redis) is configured, so the replicas cannot see each other's counts.";
+  } else if (v.error) {
+    note.textContent = `Shows this replica only: ${v.error}`;
+  } else {
+    const end = new Date(v.end * 1000).toLocaleTimeString();
+    note.textContent = `${n} replica${n === 1 ? "" : "s"} publishing to the shared store every ${v.interval_seconds} s; ` +
+      `counts up to ${end}, the oldest of their last publications` +
+      (v.more_replicas ? `; ${v.more_replicas} more replicas not listed` : "") +
+      (v.unreadable ? `; ${v.unreadable} records could not be read` : "");
+  }
+  const t = v.total;
+  const total = el("div", { class: "card", id: "fleet-total", "data-allowed": t.allowed_total, "data-blocked": t.blocked_total,
+    "data-replicas": n, "aria-label": `Fleet of ${n}: ${t.allowed_total} allowed, ${t.blocked_total} blocked in the last minute` },
+    el("h3", {}, n === 1 ? "This replica" : `All ${n} replicas`),
+    el("div", { class: "nums" },
+      num("allowed", rate(t.allowed_rate), "/s allowed", "fleet-allowed-rate"),
+      num("blocked", rate(t.blocked_rate), "/s blocked", "fleet-blocked-rate")),
+    el("div", { class: "nums five" }, el("span", { class: "lbl" }, "last minute:"),
+      num("", t.allowed_total, "allowed", "fleet-allowed"), num("", t.blocked_total, "blocked", "fleet-blocked")),
+    chart(t.allowed, t.blocked),
+    t.resources.length ? el("p", { class: "breakdown" }, "Busiest: " +
+      t.resources.slice(0, 5).map(r => `${resourceName(r.resource)} ${r.allowed}/${r.blocked}`).join(", ")) : null);
+  const body = el("tbody");
+  for (const r of v.replicas) {
+    const c = r.counts;
+    const age = Math.max(0, Math.round(new Date(v.time).getTime() / 1000 - 1 - r.end));
+    body.append(el("tr", { "data-replica": r.id, "data-allowed": c.allowed_total, "data-blocked": c.blocked_total },
+      el("td", { class: "v" }, r.id, r.self ? " " : null, r.self ? el("span", { class: "badge closed" }, "this replica") : null),
+      el("td", { class: "v" }, r.admin),
+      el("td", { class: "n" }, rate(c.allowed_rate)),
+      el("td", { class: "n" }, rate(c.blocked_rate)),
+      el("td", { class: "n" }, c.allowed_total),
+      el("td", { class: "n" }, c.blocked_total),
+      el("td", { class: "n" }, r.self ? "now" : `${age} s ago`)));
+  }
+  const table = el("div", { class: "scroll" }, el("table", { id: "replicas" },
+    el("caption", {}, "Per replica: rates are the mean of the last 10 seconds, counts the last minute"),
+    el("thead", {}, el("tr", {},
+      el("th", { scope: "col" }, "replica (host/pid)"), el("th", { scope: "col" }, "admin"),
+      el("th", { scope: "col", class: "n" }, "allowed/s"), el("th", { scope: "col", class: "n" }, "blocked/s"),
+      el("th", { scope: "col", class: "n" }, "allowed"), el("th", { scope: "col", class: "n" }, "blocked"),
+      el("th", { scope: "col", class: "n" }, "published"))),
+    body));
+  box.replaceChildren(total, table);
+}
+
+async function pollFleet() {
+  try {
+    const resp = await fetch("/console/fleet", { cache: "no-store" });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    renderFleet(await resp.json());
+  } catch (e) {
+    document.getElementById("fleet-note").textContent = `Cannot read the fleet view (${e.message}); retrying.`;
+  }
+}
+
 function applyFilter() {
   const q = document.getElementById("filter").value.trim().toLowerCase();
   for (const card of document.querySelectorAll("[data-resource]")) {
@@ -274,6 +339,7 @@ async function poll() {
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     render(await resp.json());
     if (problem.textContent) problem.textContent = "";
+    await pollFleet();
   } catch (e) {
     const text = `Cannot reach the service (${e.message}); retrying.`;
     if (problem.textContent !== text) problem.textContent = text;
