@@ -109,11 +109,14 @@ func (m *Metrics) SetResources(resources []string) {
 
 // rebalance, at most once per RebalanceEvery, gives the labels of resources idle for a whole
 // Window, and free labels, to the resources with the most decisions under Other since the last
-// rebalance; and deletes series left by a decision that raced with an eviction.
+// rebalance; and, every time, deletes series left by a decision that raced with an eviction.
 func (m *Metrics) rebalance(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if now.Before(m.nextRebalance) {
+		// No rebalance due, but a series left by a decision that raced with an eviction is
+		// deleted at every scrape, so that none is exported past the cap.
+		m.sweep()
 		return
 	}
 	m.nextRebalance = now.Add(RebalanceEvery)
