@@ -2,95 +2,30 @@ package envoy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
-// recorder stands in for extauthz behind Envoy's extauthz cluster: it records every Check and
-// ShouldRateLimit call Envoy makes, exactly as received, and answers them as told (allow and
-// OK unless set). It serves gRPC health, which the cluster's health check asks. It is safe for
-// concurrent use.
-type recorder struct {
-	authv3.UnimplementedAuthorizationServer
-	rlsv3.UnimplementedRateLimitServiceServer
-	addr string
+// recorder stands in for extauthz behind Envoy's extauthz cluster (envoytest.Service): it
+// records every call Envoy makes and answers as told.
+type recorder struct{ *envoytest.Service }
 
-	mu     sync.Mutex
-	checks []*authv3.CheckRequest
-	limits []*rlsv3.RateLimitRequest
-	// limit answers a ShouldRateLimit call; nil answers OK for every descriptor.
-	limit func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse
-}
-
-func startRecorder(t *testing.T) *recorder {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &recorder{addr: ln.Addr().String()}
-	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, r)
-	rlsv3.RegisterRateLimitServiceServer(srv, r)
-	healthpb.RegisterHealthServer(srv, health.NewServer()) // SERVING for ""
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-func (r *recorder) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	r.mu.Lock()
-	r.checks = append(r.checks, req)
-	r.mu.Unlock()
-	return &authv3.CheckResponse{Status: &status.Status{}}, nil
-}
-
-func (r *recorder) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	r.mu.Lock()
-	r.limits = append(r.limits, req)
-	answer := r.limit
-	r.mu.Unlock()
-	if answer != nil {
-		return answer(req), nil
-	}
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	for range req.GetDescriptors() {
-		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})
-	}
-	return resp, nil
-}
-
-// answer sets how ShouldRateLimit answers from now on.
-func (r *recorder) answer(f func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse) {
-	r.mu.Lock()
-	r.limit = f
-	r.mu.Unlock()
+// answer sets how ShouldRateLimit answers from now on (Check stays OK).
+func (r recorder) answer(f func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse) {
+	r.Answer(nil, f)
 }
 
 // take returns the calls recorded since the last take and forgets them.
-func (r *recorder) take() ([]*authv3.CheckRequest, []*rlsv3.RateLimitRequest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, l := r.checks, r.limits
-	r.checks, r.limits = nil, nil
-	return c, l
-}
+func (r recorder) take() ([]*authv3.CheckRequest, []*rlsv3.RateLimitRequest) { return r.Take() }
 
 // descriptors writes each descriptor of req as "key=value,key=value", in order, with
 // " hits=N" for a hits_addend and " negative" for is_negative_hits.
@@ -117,10 +52,10 @@ func descriptors(req *rlsv3.RateLimitRequest) []string {
 
 // newRecordedStack starts Envoy on bootstrap (the shipped one when nil) with its extauthz
 // cluster pointing at a recorder instead of the service, and the recording upstream.
-func newRecordedStack(t *testing.T, bootstrap []byte) (*stack, *recorder) {
+func newRecordedStack(t *testing.T, bootstrap []byte) (*stack, recorder) {
 	t.Helper()
 	envoytest.Binary(t)
-	rec := startRecorder(t)
+	rec := recorder{envoytest.StartService(t)}
 	if bootstrap == nil {
 		var err error
 		if bootstrap, err = os.ReadFile(envoyYAML); err != nil {
@@ -129,7 +64,7 @@ func newRecordedStack(t *testing.T, bootstrap []byte) (*stack, *recorder) {
 	}
 	s := &stack{t: t, up: envoytest.StartUpstream(t)}
 	cfg, err := envoytest.Bootstrap(bootstrap, envoytest.Rewrite{Upstreams: map[string][]string{
-		"extauthz": {rec.addr},
+		"extauthz": {rec.Addr},
 		"upstream": {s.up.Addr},
 	}})
 	if err != nil {

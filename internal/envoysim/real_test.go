@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,11 +28,6 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -41,117 +35,12 @@ import (
 	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
-// recorder is the ext_authz and rate-limit service of a real Envoy under test: it keeps every
-// CheckRequest and RateLimitRequest and answers with check and limit (OK when they are nil; a
-// failed call when they return nil). The fence request always gets OK.
-type recorder struct {
-	authv3.UnimplementedAuthorizationServer
-	rlsv3.UnimplementedRateLimitServiceServer
-	addr string
-
-	mu      sync.Mutex
-	checks  []*authv3.CheckRequest
-	limits  []*rlsv3.RateLimitRequest
-	check   func(*authv3.CheckRequest) *authv3.CheckResponse
-	limit   func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse
-	waiters []chan struct{}
-}
-
-func startRecorder(t *testing.T) *recorder {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &recorder{addr: ln.Addr().String()}
-	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, r)
-	rlsv3.RegisterRateLimitServiceServer(srv, r)
-	healthpb.RegisterHealthServer(srv, health.NewServer()) // "" is SERVING
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-func (r *recorder) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	r.mu.Lock()
-	r.checks = append(r.checks, req)
-	answer := r.check
-	r.notify()
-	r.mu.Unlock()
-	if answer == nil || isFence(req.GetAttributes().GetRequest().GetHttp().GetPath()) {
-		return &authv3.CheckResponse{Status: &status.Status{}}, nil
-	}
-	if resp := answer(req); resp != nil {
-		return resp, nil
-	}
-	return nil, grpcstatus.Error(codes.Unavailable, "the case fails this call")
-}
-
-func (r *recorder) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	r.mu.Lock()
-	r.limits = append(r.limits, req)
-	answer := r.limit
-	r.notify()
-	r.mu.Unlock()
-	if answer == nil || fenceLimit(req) {
-		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
-	}
-	if resp := answer(req); resp != nil {
-		return resp, nil
-	}
-	return nil, grpcstatus.Error(codes.Unavailable, "the case fails this call")
-}
-
-// notify wakes the waiters; r.mu is held.
-func (r *recorder) notify() {
-	for _, ch := range r.waiters {
-		close(ch)
-	}
-	r.waiters = nil
-}
-
-// reset forgets what was recorded and sets the answers for the next case.
-func (r *recorder) reset(check func(*authv3.CheckRequest) *authv3.CheckResponse, limit func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.checks, r.limits, r.check, r.limit = nil, nil, check, limit
-}
-
-// waitFor waits up to 10s for cond over what was recorded; it reports whether cond held.
-func (r *recorder) waitFor(cond func(checks []*authv3.CheckRequest, limits []*rlsv3.RateLimitRequest) bool) bool {
-	deadline := time.After(10 * time.Second)
-	for {
-		r.mu.Lock()
-		ok := cond(r.checks, r.limits)
-		ch := make(chan struct{})
-		if !ok {
-			r.waiters = append(r.waiters, ch)
-		}
-		r.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
-}
-
-func (r *recorder) recorded() ([]*authv3.CheckRequest, []*rlsv3.RateLimitRequest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*authv3.CheckRequest(nil), r.checks...), append([]*rlsv3.RateLimitRequest(nil), r.limits...)
-}
-
 // real is a running Envoy on a variant of envoy.yaml, and the emulation of the same document,
 // at one of its listeners.
 type real struct {
 	t        *testing.T
 	envoy    *envoytest.Proc
-	rec      *recorder
+	rec      *envoytest.Service // the ext_authz and rate-limit service; the fence request always gets OK
 	up       *envoytest.Upstream
 	listener string // the listener requests go to
 	// clientTLS, when set, makes the client speak TLS (after the PROXY header).
@@ -203,7 +92,7 @@ func startReal(t *testing.T, vs ...variant) *real {
 		t.Fatalf("the emulation refuses the variant: %v", err)
 	}
 	conf.RequestID = func(Request) string { return generatedID }
-	e := &real{t: t, rec: startRecorder(t), up: envoytest.StartUpstream(t), all: conf}
+	e := &real{t: t, rec: envoytest.StartService(t), up: envoytest.StartUpstream(t), all: conf}
 	for _, l := range b.GetStaticResources().GetListeners() {
 		e.names = append(e.names, l.GetName())
 	}
@@ -214,7 +103,7 @@ func startReal(t *testing.T, vs ...variant) *real {
 	for _, c := range b.GetStaticResources().GetClusters() {
 		ups[c.GetName()] = []string{e.up.Addr}
 	}
-	ups["extauthz"] = []string{e.rec.addr}
+	ups["extauthz"] = []string{e.rec.Addr}
 	cfg, err := envoytest.Bootstrap(doc, envoytest.Rewrite{Upstreams: ups})
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +190,8 @@ var localAddr = netip.MustParseAddrPort("192.0.2.1:8080")
 func (e *real) send(r Request, check func(*authv3.CheckRequest) *authv3.CheckResponse, limit func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse) seen {
 	e.t.Helper()
 	e.up.Reset()
-	e.rec.reset(check, limit)
+	e.rec.Take()
+	e.rec.Answer(fenceOK(check), fenceLimitOK(limit))
 	s := e.exchange(r)
 	if s.err == nil && s.header.Get("x-envoy-upstream-service-time") != "" {
 		if !e.up.Wait(10*time.Second, func(reqs []envoytest.Request, _ int) bool { return len(reqs) > 0 }) {
@@ -316,12 +206,12 @@ func (e *real) send(r Request, check func(*authv3.CheckRequest) *authv3.CheckRes
 	if f.status != 200 {
 		e.t.Fatalf("the fence request: %d %v %q", f.status, f.err, f.body)
 	}
-	if !e.rec.waitFor(func(_ []*authv3.CheckRequest, l []*rlsv3.RateLimitRequest) bool {
+	if !e.rec.Wait(10*time.Second, func(_ []*authv3.CheckRequest, l []*rlsv3.RateLimitRequest) bool {
 		return len(l) > 0 && fenceLimit(l[len(l)-1])
 	}) {
 		e.t.Fatal("the fence's rate-limit call never came")
 	}
-	checks, limits := e.rec.recorded()
+	checks, limits := e.rec.Recorded()
 	for _, c := range checks {
 		if !isFence(c.GetAttributes().GetRequest().GetHttp().GetPath()) {
 			s.checks = append(s.checks, c)
@@ -339,6 +229,33 @@ func (e *real) send(r Request, check func(*authv3.CheckRequest) *authv3.CheckRes
 const fencePath = "/items?item_id=fence"
 
 func isFence(path string) bool { return path == fencePath }
+
+// fenceOK answers the fence's Check OK and the others with check (OK when nil, a failed call
+// when it returns nil: see envoytest.Service.Answer).
+func fenceOK(check func(*authv3.CheckRequest) *authv3.CheckResponse) func(*authv3.CheckRequest) *authv3.CheckResponse {
+	if check == nil {
+		return nil
+	}
+	return func(req *authv3.CheckRequest) *authv3.CheckResponse {
+		if isFence(req.GetAttributes().GetRequest().GetHttp().GetPath()) {
+			return &authv3.CheckResponse{Status: &status.Status{}}
+		}
+		return check(req)
+	}
+}
+
+// fenceLimitOK answers the fence's rate-limit call OK and the others with limit.
+func fenceLimitOK(limit func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse) func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	if limit == nil {
+		return nil
+	}
+	return func(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+		if fenceLimit(req) {
+			return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+		}
+		return limit(req)
+	}
+}
 
 func fenceLimit(r *rlsv3.RateLimitRequest) bool {
 	for _, d := range r.GetDescriptors() {
