@@ -24,8 +24,9 @@ import (
 // whatever the time), an op refused after another op of the same call took from the same key.
 //
 // What the cache can get wrong is only a refusal that Redis would not have made: when another
-// replica gives tokens back (a refund) or a Redis operator deletes the key before the entry ends.
-// A refund that passes through this replica drops its entry. An entry ends at the call's start
+// replica gives tokens back (a refund, a throttle turn given back) or a Redis operator deletes
+// the key before the entry ends. A refund or a turn given back through this replica drops its
+// entry. An entry ends at the call's start
 // on this replica's clock plus the retry-after Redis computed; Redis computed it later than the
 // call's start, so the entry never outlives Redis's own instant on a clock that runs at Redis's
 // rate. The rule's numbers are part of an entry: a reload that changes them ignores it.

@@ -26,6 +26,12 @@
 // left, taking nothing from those after them; a cross-slot compensation gives nothing back for
 // a probe.
 //
+// A throttle op that takes a turn reports where the schedule ends after it (RemoteResult.Turn).
+// An Unhold op naming that turn (a held call given up, see hotparam.Limiter.Unhold) gives it
+// back iff the schedule still ends there and was stored with the same count: the schedule is
+// then as it was before the call. A turn with another taken after it stays taken (the local
+// engine gives it back once the turns behind it are; Redis keeps no record of turns given up).
+//
 // # Time and precision
 //
 // The clock is Redis's (TIME inside the script; Redis 7 replicates scripts by their effects), so
@@ -67,10 +73,10 @@
 // call, even while the breaker is open; Stats.CacheHits counts them. The cache never admits:
 // every admission comes from Redis, so admissions stay exact. It can only refuse what Redis
 // would have admitted, when tokens come back in a way this replica does not see before the entry
-// ends: a refund on another replica, or a key deleted by hand. A probe's refusal is kept as the
-// refusal of a request that may not wait, and a cached refusal answers a probe (refused until
-// the same instant), except a throttle probe with a max wait, whose remaining the entry does
-// not know. See blocked for the details.
+// ends: a refund or a throttle turn given back on another replica, or a key deleted by hand. A
+// probe's refusal is kept as the refusal of a request that may not wait, and a cached refusal
+// answers a probe (refused until the same instant), except a throttle probe with a max wait,
+// whose remaining the entry does not know. See blocked for the details.
 //
 // # Failures
 //

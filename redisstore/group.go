@@ -89,18 +89,25 @@ func (g *group) encode(ops []hotparam.RemoteOp, now, nonce string) []string {
 }
 
 func (g *group) decode(res []hotparam.RemoteResult) error {
-	if len(g.out) != 1+5*len(g.ops) {
+	per := 7 // the general path's numbers per op
+	if len(g.ops) == 1 && len(g.out) == 6 {
+		per = 5 // the fast path's: a bucket acquisition, no turn
+	}
+	if len(g.out) != 1+per*len(g.ops) {
 		return fmt.Errorf("redis store: %w: %d numbers for %d ops", errBadReply, len(g.out), len(g.ops))
 	}
 	g.ok = g.out[0] == 1
 	for j, i := range g.ops {
-		o := g.out[1+5*j:]
+		o := g.out[1+per*j:]
 		res[i] = hotparam.RemoteResult{
 			Allowed:    o[0] == 1,
 			Remaining:  o[1],
 			ResetAfter: time.Duration(o[2]),
 			RetryAfter: time.Duration(o[3]),
 			Wait:       time.Duration(o[4]),
+		}
+		if per == 7 {
+			res[i].Turn = hotparam.Turn{At: o[5], Frac: o[6]}
 		}
 	}
 	return nil

@@ -30,12 +30,14 @@ var ErrOutOfRange = errors.New("out of the store's exact range")
 const opNumbers = 15
 
 // Kinds of state in the script's arguments. kindCharge is a postpaid bucket's charge: a bucket
-// state, taken from whatever is left into debt (see hotparam.RemoteOp.Postpaid).
+// state, taken from whatever is left into debt (see hotparam.RemoteOp.Postpaid). kindUnhold is
+// a throttle turn given back if it is still the schedule's last (hotparam.RemoteOp.Unhold).
 const (
 	kindBucket      = 1
 	kindThrottle    = 2
 	kindConcurrency = 3
 	kindCharge      = 4
+	kindUnhold      = 5
 )
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
@@ -116,18 +118,22 @@ func hitsOf(op hotparam.RemoteOp) int64 {
 // KEYS[lk] (lk 0: none): opNumbers little-endian doubles, then the lease id (concurrency). Hits
 // above what could ever pass are cut to capacity+1: the answer is the same and the numbers stay
 // small. An undo gives back hits (0: nothing to give back). A probe (never with a release or an
-// undo) is decided as the acquisition and consumes nothing.
+// undo) is decided as the acquisition and consumes nothing. A turn given back (Unhold) carries
+// the turn in the max wait and lease numbers.
 func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	lease := op.Lease
 	if lease <= 0 {
 		lease = hotparam.DefaultLease
 	}
-	wait := max(op.MaxWait, 0)
+	wait, leaseUs := int64(max(op.MaxWait, 0)), lease.Microseconds()
 	var kind int64 = kindBucket
 	switch {
 	case op.Grade == hotparam.Concurrency:
 		kind = kindConcurrency
 		hits = min(hits, op.Count+1)
+	case op.Behavior == hotparam.Throttle && op.Unhold && !undo:
+		kind = kindUnhold
+		wait, leaseUs = op.Turn.At, op.Turn.Frac
 	case op.Behavior == hotparam.Throttle:
 		kind = kindThrottle
 	case op.Postpaid && op.Release && !undo:
@@ -149,7 +155,7 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	}
 	b := make([]byte, 0, 8*opNumbers+len(id))
 	for _, v := range [opNumbers]int64{
-		int64(k), kind, op.Count, op.Count + op.Burst, d, rate, int64(wait), lease.Microseconds(), hits,
+		int64(k), kind, op.Count, op.Count + op.Burst, d, rate, wait, leaseUs, hits,
 		flag(release), flag(refund), flag(op.Shadow), flag(undo), int64(lk), flag(probe),
 	} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))

@@ -5,7 +5,7 @@
 --          makes the call a batch of independent bucket acquisitions of one key (fast path)
 -- ARGV[3..] one op each: 15 little-endian doubles, then the lease id (concurrency; may be empty):
 --   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency, 4 a postpaid
---   bucket's charge), count,
+--   bucket's charge, 5 a throttle turn given back), count,
 --   capacity (count+burst), duration (us), rate, max wait (ns), lease (us), hits,
 --   release, refund, shadow, undo (1 or 0; undo: give back what this nonce's call took),
 --   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0).
@@ -37,6 +37,12 @@
 -- it is applied whatever the outcome and never refused. A bucket in debt refills from its debt
 -- at the same rate; it reports 0 remaining and its reset after counts the debt.
 --
+-- A turn given back (kind 5, sent as a release; max wait and lease carry the turn: the
+-- microseconds and fraction the schedule ended at after an earlier call took it) gives back that
+-- call's hits if the schedule still ends there (no turn was taken after it; stored with the
+-- same rate): the schedule is as it was before that call. Otherwise it changes nothing. It
+-- reports allowed iff it gave the turn back.
+--
 -- A probe (never a release) is decided as the acquisition it names and consumes nothing: a
 -- bucket passes iff hits tokens are there, a throttle iff its next slot is free now (no wait),
 -- concurrency iff hits slots are free. It reports the state as it is (remaining, reset after),
@@ -45,7 +51,9 @@
 -- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
 -- full again, a schedule is past, the last lease ends.
 --
--- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns)}.
+-- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns),
+-- and for a throttle op that took a turn the schedule's end after it (microseconds, fraction;
+-- else 0, 0)}. The fast path answers 6 numbers per op: ok and the first five.
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
 -- arithmetic of Lua is exact. Bucket tokens are scaled by the (reduced) duration D in
@@ -148,11 +156,11 @@ for i = 1, n do
   local a = ARGV[i + 2]
   local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
     sunpack('<ddddddddddddddd', a)
-  local charge = kind == 4
-  if charge then kind, rel = 1, 1 end
+  local charge, unhold = kind == 4, kind == 5
+  if charge then kind, rel = 1, 1 elseif unhold then kind, rel = 2, 1 end
   ops[i] = {k = k, kind = kind, count = count, cap = cap, dur = dur, rate = rate, maxwait = maxwait,
     lease = lease, hits = hits, release = rel == 1, refund = refund == 1, shadow = shadow == 1,
-    undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, charge = charge, a = a}
+    undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, charge = charge, unhold = unhold, a = a}
   if kind == 2 then has_throttle = true elseif kind == 3 then has_concurrency = true end
   if refund == 1 then has_refund = true end
 end
@@ -167,7 +175,7 @@ local function load(op)
   local key = KEYS[op.k]
   -- every field named at once: the table is sized once
   s = {kind = op.kind, x = false, y = false, held = false, cap = 0, scale = 0, full = 0,
-    saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false}
+    saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false, old = 0}
   if op.kind == 3 then
     call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
     s.card = call('ZCARD', key)
@@ -178,7 +186,7 @@ local function load(op)
     local v = call('GET', key)
     if v and #v == 24 then
       local x, y, old = sunpack('<ddd', v)
-      s.x, s.y, s.held = x, y, true
+      s.x, s.y, s.held, s.old = x, y, true, old
       if op.kind == 1 and old ~= op.dur then
         s.x = floor(x / old * op.dur)
       elseif op.kind == 2 and old ~= op.rate then
@@ -305,6 +313,18 @@ local throttle
 if has_throttle then
   -- Throttle: x = microseconds, y = fraction in 1/rate of the instant the schedule is free.
   throttle = function(s, op, r)
+    if op.unhold then
+      -- the turn that ended the schedule at (maxwait, lease) goes back if nothing came after it
+      r[1] = 0
+      if op.count > 0 and s.x == op.maxwait and s.y == op.lease and s.old == op.rate then
+        local q, m = idiv(op.hits * op.dur, op.rate)
+        local x, y = s.x - q, s.y - m
+        if y < 0 then x, y = x - 1, y + op.rate end
+        if x < now then x, y = now, 0 end
+        s.x, s.y, s.old, s.scale, s.dirty, r[1] = x, y, op.rate, op.rate, true, 1
+      end
+      return
+    end
     if op.count <= 0 then
       -- a probe waits for nothing: its retry is the whole duration
       local mw = op.maxwait
@@ -343,6 +363,7 @@ if has_throttle then
         s.x = s.x + q
         if y >= op.rate then s.x, y = s.x + 1, y - op.rate end
         s.y, s.taken = y, true
+        r[6], r[7] = s.x, y
       end
     end
     s.scale = op.rate
@@ -488,7 +509,7 @@ local kinds = {bucket, throttle, concurrency}
 local out = {1}
 local res = {}
 for i = 1, n do
-  local r = {1, 0, 0, 0, 0}
+  local r = {1, 0, 0, 0, 0, 0, 0}
   res[i] = r
   local op = ops[i]
   if op.release then kinds[op.kind](load(op), op, r, i) end
@@ -545,8 +566,9 @@ for i = 1, n do
     list[#list + 1], list[#list + 2] = op.hits, now + op.lease
     keep(op.lk, list)
   end
-  local b = 1 + (i - 1) * 5
-  out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = r[1], r[2], r[3], r[4], r[5]
+  local b = 1 + (i - 1) * 7
+  out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5], out[b + 6], out[b + 7] =
+    r[1], r[2], r[3], r[4], r[5], r[6], r[7]
 end
 out[1] = ok
 return out

@@ -319,8 +319,8 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, now time.Time) bool {
 	skip := false
 	for i := range ops {
-		if ops[i].Release && ops[i].Refund {
-			s.blk.drop(keys[i])
+		if ops[i].Release && (ops[i].Refund || ops[i].Unhold) {
+			s.blk.drop(keys[i]) // it may give back what a refusal there counted on
 		}
 		skip = skip || ops[i].Release || ops[i].Shadow
 	}

@@ -85,6 +85,7 @@ func TestThrottleCountChange(t *testing.T) {
 	eval(t, s, op) // free at 333333 1/3 us, the third kept in units of 1/3
 	op.Count = 4   // spacing 250ms; the stored third of a microsecond rounds down
 	got := eval(t, s, op)[0]
+	got.Turn = hotparam.Turn{} // where a turn ends: see unhold_test.go
 	if want := waited(2, 583333*time.Microsecond, 333333*time.Microsecond); got != want {
 		t.Errorf("after the count changed from 3 to 4: got %+v, want %+v", got, want)
 	}

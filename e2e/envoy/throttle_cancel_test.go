@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/redistest"
 )
 
 // TestThrottleCancelGivesTheTurnsBack: a client that gives up on orders waiting their turn makes
@@ -96,4 +98,61 @@ func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	if n := metric(t, s.svc.Get, "extauthz_queue_wait_seconds_count") - waits; n != 5 {
 		t.Errorf("%v of the 5 orders after the next one were held, want 5", n)
 	}
+}
+
+// TestClusterThrottleCancelGivesTheLatestTurnBack: the orders rule as a cluster rule (2 a
+// second per user, so 500ms apart, queueing up to 900ms) on two replicas and one Redis. An
+// order given up while its turn is the user's latest gives it back in Redis: the next order,
+// through either replica, takes that turn (a wait under 500ms) instead of the one after it
+// (a wait over 500ms while less than 500ms have passed).
+func TestClusterThrottleCancelGivesTheLatestTurnBack(t *testing.T) {
+	redis := redistest.Start(t)
+	s := newStack(t, stackOptions{
+		rules: edited(t, rulesYAML, "    count: 10\n    duration: 1s\n    behavior: throttle\n    max_queueing_time: 500ms\n",
+			"    count: 2\n    duration: 1s\n    behavior: throttle\n    max_queueing_time: 900ms\n    cluster: true\n"),
+		env:      []string{"EXTAUTHZ_STORE_REDIS_ADDRS=" + redis.Addr(), "EXTAUTHZ_STORE_REDIS_TIMEOUT=1s"},
+		replicas: 2,
+	})
+	sum := func(name string, labels ...string) float64 {
+		n := 0.0
+		for _, v := range perReplica(t, s, name, labels...) {
+			n += v
+		}
+		return n
+	}
+	start := time.Now()
+	if a := s.do(h2, "POST", "/orders?n=0", orderHeaders("erin")...); a.status != http.StatusOK {
+		t.Fatalf("the first order: %d %s, want 200", a.status, a.body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	second := s.send(ctx, h2, "POST", "/orders?n=1", orderHeaders("erin")...) // turn 500ms
+	if !eventually(10*time.Second, func() bool { return sum("extauthz_queue_waiting") == 1 }) {
+		t.Fatal("the second order was not held")
+	}
+	cancel()
+	if o := <-second; o.err == nil {
+		t.Fatalf("the second order, given up: %d, want the client's cancel", o.status)
+	}
+	if !eventually(10*time.Second, func() bool {
+		return sum("extauthz_queue_waiting") == 0 && sum("extauthz_decisions_total", `resource="POST:/orders"`, `result="cancelled"`) == 1
+	}) {
+		t.Fatal("extauthz did not see the second order cancelled")
+	}
+	within := sum("extauthz_queue_wait_seconds_bucket", `le="0.5"`)
+	held := sum("extauthz_queue_wait_seconds_count")
+	late := time.Since(start)
+	a := s.do(h1, "POST", "/orders?n=2", orderHeaders("erin")...)
+	if late >= 500*time.Millisecond {
+		t.Fatalf("the next order was sent %v after the first: too late to tell the turn at 500ms given back from the one at 1s", late)
+	}
+	if a.status != http.StatusOK {
+		t.Fatalf("the next order, %v after the first: %d %s, want 200", late, a.status, a.body)
+	}
+	if n := sum("extauthz_queue_wait_seconds_count") - held; n != 1 {
+		t.Fatalf("the next order, %v after the first: %v held, want 1", late, n)
+	}
+	if n := sum("extauthz_queue_wait_seconds_bucket", `le="0.5"`) - within; n != 1 {
+		t.Errorf("the next order, %v after the first, waited over 500ms: the turn given up stayed taken in Redis", late)
+	}
+	t.Logf("the next order, %v after the first, took the turn given up (at 500ms)", late)
 }
