@@ -35,7 +35,7 @@ func manyDescriptors(n int) *rlsv3.RateLimitRequest {
 // descriptor that a single one does not have. The 10-descriptor run reports issue 11's targets
 // next to its figures (target-ns/op, target-B/op).
 func BenchmarkServerShouldRateLimitDescriptors(b *testing.B) {
-	for _, n := range []int{1, 10} {
+	for _, n := range []int{1, 10, 64} {
 		b.Run("descriptors="+strconv.Itoa(n), func(b *testing.B) {
 			rig := benchRig(b)
 			req := manyDescriptors(n)

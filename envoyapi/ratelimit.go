@@ -31,6 +31,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		r.Domain = ""
 		r.Err = &descriptors.RequestError{Field: "domain", Descriptor: -1, Err: descriptors.ErrValueTooLong}
 	} else {
+		if n := len(req.GetDescriptors()); n > cap(sc.entries) && n <= descriptors.MaxDescriptors {
+			// Room for them all at once: grown by append, the entries would pass
+			// MaxDescriptors' capacity (append rounds up), and putScratch would drop them.
+			sc.entries = make([]descriptors.Entry, 0, scratchCap(n))
+		}
 		sc.entries, r.Err = s.mapper.AppendRateLimit(sc.entries[:0], req)
 		r.Entries = sc.entries
 	}
@@ -79,52 +84,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// newResponse is an OK answer with n OK statuses: a reused one (see answers), or one
-// allocated with its statuses.
-func newResponse(n int) *rlsv3.RateLimitResponse {
-	if resp := answers.get(n); resp != nil {
-		return resp
-	}
-	var (
-		resp *rlsv3.RateLimitResponse
-		slab []rlsv3.RateLimitResponse_DescriptorStatus
-		ptrs []*rlsv3.RateLimitResponse_DescriptorStatus
-	)
-	switch {
-	case n == 1: // the common case: one allocation
-		a := new(response1)
-		resp, slab, ptrs = &a.resp, a.slab[:], a.ptrs[:]
-	case n <= len(response4{}.slab):
-		a := new(response4)
-		resp, slab, ptrs = &a.resp, a.slab[:n], a.ptrs[:n]
-	default:
-		resp = new(rlsv3.RateLimitResponse)
-		slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-		ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	}
-	resp.OverallCode = rlsv3.RateLimitResponse_OK
-	for i := range slab {
-		slab[i].Code = rlsv3.RateLimitResponse_OK
-		ptrs[i] = &slab[i]
-	}
-	resp.Statuses = ptrs
-	return resp
-}
-
-// response1 and response4 are an answer and its statuses in one allocation, for 1 and for up
-// to 4 descriptors (beyond that, separate allocations waste less).
-type (
-	response1 struct {
-		resp rlsv3.RateLimitResponse
-		ptrs [1]*rlsv3.RateLimitResponse_DescriptorStatus
-		slab [1]rlsv3.RateLimitResponse_DescriptorStatus
-	}
-	response4 struct {
-		resp rlsv3.RateLimitResponse
-		ptrs [4]*rlsv3.RateLimitResponse_DescriptorStatus
-		slab [4]rlsv3.RateLimitResponse_DescriptorStatus
-	}
-)
+// newResponse is an OK answer with n OK statuses, reused (see answers).
+func newResponse(n int) *rlsv3.RateLimitResponse { return answers.get(n) }
 
 // fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
 // whose descriptor a rule applied to. The current_limit and duration_until_reset messages are

@@ -15,15 +15,17 @@ import (
 // request tracing (grpc.EnableTracing, checked here) and for stats handlers (OutPayload.Payload;
 // the server installs none: a stats handler that reads the payload must come with a codec that
 // does not recycle). An answer that never reaches the codec (the handler called directly)
-// stays counted as out, up to maxOut; past that, answers are allocated and left to the garbage
-// collector. One mutex guards the answers out: two short critical sections a call, fine on a
+// stays counted as out, up to maxOut; then the pool forgets every answer out (each is left to
+// the garbage collector, never reset) and goes on reusing. One mutex guards the answers out: two short critical sections a call, fine on a
 // few cores; shard it if it shows in a profile on many.
 var answers answerPool
 
 // maxOut bounds the answers handed out and not yet given back. An answer is out only between
 // the handler's return and gRPC's encoding, so few are out at once in a server; the bound
-// keeps a program that calls the handler without the codec from tracking answers without end
-// (past it, answers are allocated as before and never tracked).
+// keeps a program that calls the handler without the codec from tracking answers without end.
+// Reaching it, the pool forgets the answers out rather than stop reusing: answers that never
+// come back (the handler called directly, by a benchmark before) would otherwise leave every
+// later call allocating its answer, and the few that do come back are then simply not reused.
 const maxOut = 256
 
 // answer is a reusable rate-limit answer with room for its statuses.
@@ -41,7 +43,7 @@ type answerPool struct {
 	out      map[*rlsv3.RateLimitResponse]*answer
 }
 
-// get returns an OK answer with n OK statuses, nil when maxOut answers are out.
+// get returns an OK answer with n OK statuses.
 func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
 	a, _ := p.freeList.Get().(*answer)
 	if a == nil {
@@ -49,9 +51,7 @@ func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
 	}
 	p.mu.Lock()
 	if len(p.out) >= maxOut {
-		p.mu.Unlock()
-		p.freeList.Put(a)
-		return nil
+		clear(p.out) // forgotten: never taken, so never reset (see maxOut)
 	}
 	if p.out == nil {
 		p.out = make(map[*rlsv3.RateLimitResponse]*answer, maxOut)

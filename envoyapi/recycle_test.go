@@ -64,19 +64,36 @@ func TestCodecRecyclesAnswers(t *testing.T) {
 	}
 }
 
-// Past maxOut answers handed out and not encoded (the handler called without the codec),
-// answers are allocated and not tracked.
+// Past maxOut answers handed out and not encoded (the handler called without the codec), the
+// pool forgets them and goes on reusing: a forgotten answer is never taken, so never reset.
 func TestAnswersOutBounded(t *testing.T) {
 	var p answerPool
-	for range maxOut {
-		if p.get(2) == nil {
-			t.Fatal("get = nil below maxOut")
+	var first *rlsv3.RateLimitResponse
+	for i := range maxOut {
+		r := p.get(2)
+		if r == nil {
+			t.Fatal("get = nil")
 		}
-	}
-	if r := p.get(2); r != nil {
-		t.Fatalf("get past maxOut = %v, want nil", r)
+		if i == 0 {
+			first = r
+		}
 	}
 	if len(p.out) != maxOut {
 		t.Fatalf("%d answers out, want %d", len(p.out), maxOut)
+	}
+	r := p.get(2)
+	if r == nil {
+		t.Fatal("get past maxOut = nil, want an answer")
+	}
+	if len(p.out) != 1 {
+		t.Fatalf("%d answers out after the pool forgot them, want 1", len(p.out))
+	}
+	first.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	p.put(first) // forgotten: not the pool's to reset any more
+	if first.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || len(first.Statuses) != 2 {
+		t.Fatalf("a forgotten answer was reset: %v", first)
+	}
+	if _, ok := p.take(r); !ok {
+		t.Fatal("the answer handed out after forgetting is not tracked")
 	}
 }

@@ -147,6 +147,17 @@ func (s *Server) Register(g *grpc.Server) {
 
 func (s *Server) getScratch() *scratch { return s.pool.Get().(*scratch) }
 
+// scratchCap is the capacity a scratch's entries get for a request of n descriptors: the next
+// power of two, at least 8, at most descriptors.MaxDescriptors, so that they grow a few times
+// at most and are kept by putScratch.
+func scratchCap(n int) int {
+	c := 8
+	for c < n {
+		c *= 2
+	}
+	return min(c, descriptors.MaxDescriptors)
+}
+
 func (s *Server) putScratch(sc *scratch) {
 	// Drop what a freak request grew, so that the pool stays small.
 	if cap(sc.entries) > descriptors.MaxDescriptors || (len(sc.entries) > 0 && cap(sc.entries[0].Params) > 64) {
