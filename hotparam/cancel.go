@@ -25,9 +25,9 @@ import (
 // in the past (there is nothing left to give back), it is forgotten. A value evicted meanwhile
 // takes its turns with it. Forgetting only gives back less.
 //
-// A cluster rule's turn is given back by the Remote (RemoteOp.Unhold) under the first rule
-// only: if it is still its value's latest. A turn given up with others queued behind it stays
-// taken there.
+// A cluster rule's turn is given back by the Remote (RemoteOp.Unhold), by the same rules when
+// the Remote keeps a record of turns given up (the Redis store does), and by the first alone
+// when it does not.
 
 // Hold is what a held call reserved, for Limiter.Unhold. It is not safe for concurrent use: one
 // Unhold per Hold.
@@ -126,7 +126,7 @@ func (l *Limiter) Unhold(ctx context.Context, now time.Time, h *Hold) int {
 		if l.opts.Remote.Eval(ctx, ops, res) == nil {
 			for i := range res {
 				if res[i].Allowed {
-					n++
+					n += int(max(res[i].Remaining, 1))
 				}
 			}
 		}

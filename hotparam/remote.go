@@ -34,8 +34,10 @@ type RemoteOp struct {
 	Shadow   bool // evaluated and reported, never blocks the others
 	// Unhold (a throttle op, sent with Release) gives back the Hits slots of a turn an earlier
 	// call took, if the value's schedule still ends where that turn left it (Turn, as the
-	// store answered it): nothing was queued behind it. It is never refused; its result's
-	// Allowed reports whether it gave the turn back. See Limiter.Unhold.
+	// store answered it): nothing was queued behind it. A store may also remember a turn with
+	// others queued behind it and give it back once they are, as Limiter.Unhold does in
+	// memory. It is never refused; its result's Allowed reports whether it gave turns back,
+	// and Remaining how many.
 	Unhold bool
 	Turn   Turn
 }

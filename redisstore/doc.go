@@ -29,8 +29,10 @@
 // A throttle op that takes a turn reports where the schedule ends after it (RemoteResult.Turn).
 // An Unhold op naming that turn (a held call given up, see hotparam.Limiter.Unhold) gives it
 // back iff the schedule still ends there and was stored with the same count: the schedule is
-// then as it was before the call. A turn with another taken after it stays taken (the local
-// engine gives it back once the turns behind it are; Redis keeps no record of turns given up).
+// then as it was before the call, and the turns given up before it that it stood on come back
+// with it. A turn with another taken after it is kept in the value's record of turns given up
+// (Prefix:{value}:ruleID:u, at most 64, expiring with the last) until the turns behind it are
+// given back, as in the local engine.
 //
 // # Time and precision
 //
@@ -53,7 +55,9 @@
 // scored -end so that the newest lease without an id is the lowest score), expiring with its
 // last lease and deleted when empty. A Refund rule's acquisition with a LeaseID adds a record
 // of what it consumed at Prefix:{value}:ruleID:r:leaseID ("hits end"), expiring with the lease
-// and deleted by the release that gives it all back. Redis memory is therefore bounded by the values active
+// and deleted by the release that gives it all back. A throttle value's turns given up behind
+// others are at Prefix:{value}:ruleID:u (40 bytes each, at most 64), expiring with the last of
+// them. Redis memory is therefore bounded by the values active
 // within one duration or lease.
 //
 // # Cluster mode

@@ -52,12 +52,17 @@ func (s *Store) group(ops []hotparam.RemoteOp, keys []string) []group {
 			groups = append(groups, group{slot: sl})
 			g = len(groups) - 1
 		}
-		groups[g].add(i, k, refundKey(s.cfg.Prefix, &ops[i]))
+		lk := refundKey(s.cfg.Prefix, &ops[i])
+		if ops[i].Unhold {
+			lk = givenUpKey(s.cfg.Prefix, &ops[i]) // its value's turns given up
+		}
+		groups[g].add(i, k, lk)
 	}
 	return groups
 }
 
-// add adds op, whose state is at key k and whose refund lease record is at key lk ("" for none).
+// add adds op, whose state is at key k and whose refund lease record (or, for an Unhold op,
+// record of turns given up) is at key lk ("" for none).
 func (g *group) add(op int, k, lk string) {
 	g.ops = append(g.ops, op)
 	g.kidx = append(g.kidx, g.keyIndex(k))

@@ -37,17 +37,20 @@ func kind(op *hotparam.RemoteOp) string {
 
 // key returns the key of an op's state: prefix:{tag}:rule:kind. The tag is the value, so the
 // state of every rule for one value lives on one cluster slot.
-func key(prefix string, op *hotparam.RemoteOp) string {
+func key(prefix string, op *hotparam.RemoteOp) string { return stateKey(prefix, op, kind(op)) }
+
+// stateKey returns prefix:{tag}:ruleID:suffix for op.
+func stateKey(prefix string, op *hotparam.RemoteOp, suffix string) string {
 	t := tag(op.Value)
 	var b strings.Builder
-	b.Grow(len(prefix) + len(t) + len(op.RuleID) + 7)
+	b.Grow(len(prefix) + len(t) + len(op.RuleID) + len(suffix) + 6)
 	b.WriteString(prefix)
 	b.WriteString(":{")
 	b.WriteString(t)
 	b.WriteString("}:")
 	b.WriteString(op.RuleID)
 	b.WriteByte(':')
-	b.WriteString(kind(op))
+	b.WriteString(suffix)
 	return b.String()
 }
 
@@ -70,6 +73,12 @@ func refundKey(prefix string, op *hotparam.RemoteOp) string {
 	b.WriteString(":r:")
 	b.WriteString(n)
 	return b.String()
+}
+
+// givenUpKey returns the key of the record of an Unhold op's value's throttle turns given up
+// with later ones queued behind them: prefix:{tag}:ruleID:u, in the slot of the op's state.
+func givenUpKey(prefix string, op *hotparam.RemoteOp) string {
+	return stateKey(prefix, op, "u")
 }
 
 // slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash tag, or of the

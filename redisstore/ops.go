@@ -134,6 +134,9 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	case op.Behavior == hotparam.Throttle && op.Unhold && !undo:
 		kind = kindUnhold
 		wait, leaseUs = op.Turn.At, op.Turn.Frac
+	case op.Unhold:
+		lk = 0 // an undo gives nothing back for it; its record is no refund's
+		kind = kindThrottle
 	case op.Behavior == hotparam.Throttle:
 		kind = kindThrottle
 	case op.Postpaid && op.Release && !undo:

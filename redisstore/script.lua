@@ -38,10 +38,14 @@
 -- at the same rate; it reports 0 remaining and its reset after counts the debt.
 --
 -- A turn given back (kind 5, sent as a release; max wait and lease carry the turn: the
--- microseconds and fraction the schedule ended at after an earlier call took it) gives back that
--- call's hits if the schedule still ends there (no turn was taken after it; stored with the
--- same rate): the schedule is as it was before that call. Otherwise it changes nothing. It
--- reports allowed iff it gave the turn back.
+-- microseconds and fraction the schedule ended at after an earlier call took it; the refund
+-- record key index names the value's record of turns given up) gives back that call's hits if
+-- the schedule still ends there (no turn was taken after it; stored with the same rate): the
+-- schedule is as it was before that call. Then each turn given up earlier that ended where the
+-- schedule now ends is given back too, and so on. A turn with one taken after it changes
+-- nothing now: it is added to the record (5 doubles: start, end, rate; at most 64, those whose
+-- end is ahead; the record expires with the last end) and given back with the turns behind it.
+-- It reports allowed iff it gave turns back, and how many as remaining.
 --
 -- A probe (never a release) is decided as the acquisition it names and consumes nothing: a
 -- bucket passes iff hits tokens are there, a throttle iff its next slot is free now (no wait),
@@ -151,7 +155,7 @@ end
 
 -- ops, and which kinds of work the call holds: helpers are made only for the kinds present
 local ops = {}
-local has_throttle, has_concurrency, has_refund = false, false, false
+local has_throttle, has_concurrency, has_refund, has_unhold = false, false, false, false
 for i = 1, n do
   local a = ARGV[i + 2]
   local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
@@ -163,6 +167,7 @@ for i = 1, n do
     undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, charge = charge, unhold = unhold, a = a}
   if kind == 2 then has_throttle = true elseif kind == 3 then has_concurrency = true end
   if refund == 1 then has_refund = true end
+  if unhold then has_unhold = true end
 end
 
 -- State per key, loaded on first use. Releases apply to it at once; acquisitions too, after
@@ -309,20 +314,69 @@ local function bucket(s, op, r)
   s.full = cdiv(cap - s.x, op.rate)
 end
 
+local given_up, keep_given_up
+if has_unhold then
+  -- given_up returns the turns given up in the record KEYS[lk] whose end is ahead, each
+  -- {start x, start y, end x, end y, rate}.
+  given_up = function(lk)
+    local v, list = call('GET', KEYS[lk]), {}
+    if not v or #v % 40 ~= 0 then return list end
+    for p = 1, #v, 40 do
+      local sx, sy, ex, ey, rate = sunpack('<ddddd', v, p)
+      if ex > now then list[#list + 1] = {sx, sy, ex, ey, rate} end
+    end
+    return list
+  end
+
+  -- keep_given_up stores list as the record KEYS[lk], expiring with its last end, or deletes
+  -- the record when it is empty.
+  keep_given_up = function(lk, list)
+    if #list == 0 then
+      call('DEL', KEYS[lk])
+      return
+    end
+    local parts, last = {}, 0
+    for j = 1, #list do
+      local g = list[j]
+      parts[j] = pack('<ddddd', g[1], g[2], g[3], g[4], g[5])
+      last = max(last, g[3])
+    end
+    call('SET', KEYS[lk], table.concat(parts), 'PXAT', cdiv(last + 1, 1000))
+  end
+end
+
 local throttle
 if has_throttle then
   -- Throttle: x = microseconds, y = fraction in 1/rate of the instant the schedule is free.
   throttle = function(s, op, r)
     if op.unhold then
-      -- the turn that ended the schedule at (maxwait, lease) goes back if nothing came after it
+      -- the turn that ended the schedule at (maxwait, lease) goes back if nothing came after
+      -- it, with the turns given up that it stood on; otherwise it is remembered as given up
       r[1] = 0
-      if op.count > 0 and s.x == op.maxwait and s.y == op.lease and s.old == op.rate then
-        local q, m = idiv(op.hits * op.dur, op.rate)
-        local x, y = s.x - q, s.y - m
-        if y < 0 then x, y = x - 1, y + op.rate end
+      if op.count <= 0 then return end
+      local q, m = idiv(op.hits * op.dur, op.rate)
+      local x, y = op.maxwait - q, op.lease - m -- where the turn started
+      if y < 0 then x, y = x - 1, y + op.rate end
+      local list = {}
+      if op.lk > 0 then list = given_up(op.lk) end
+      if s.x == op.maxwait and s.y == op.lease and s.old == op.rate then
+        local n, j = 1, 1
+        while j <= #list do
+          local g = list[j]
+          if g[3] == x and g[4] == y and g[5] == op.rate then
+            x, y, n = g[1], g[2], n + 1
+            table.remove(list, j)
+            j = 1 -- the one it stood on may come before it
+          else
+            j = j + 1
+          end
+        end
         if x < now then x, y = now, 0 end
-        s.x, s.y, s.old, s.scale, s.dirty, r[1] = x, y, op.rate, op.rate, true, 1
+        s.x, s.y, s.old, s.scale, s.dirty, r[1], r[2] = x, y, op.rate, op.rate, true, 1, n
+      elseif op.maxwait > now and #list < 64 then
+        list[#list + 1] = {x, y, op.maxwait, op.lease, op.rate}
       end
+      if op.lk > 0 then keep_given_up(op.lk, list) end
       return
     end
     if op.count <= 0 then

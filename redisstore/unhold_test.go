@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ func unholdOf(op hotparam.RemoteOp, r hotparam.RemoteResult) hotparam.RemoteOp {
 }
 
 // TestUnholdTurn: a throttle turn is given back in Redis when the schedule still ends where it
-// left it, and not when a turn was taken after it, nor once the rule's count changed.
+// left it; one with a turn taken after it is remembered and given back with that one; none is
+// given back once the rule's count changed.
 func TestUnholdTurn(t *testing.T) {
 	s, srv, clk := newTestStore(t)
 	op := hotparam.RemoteOp{RuleID: "u", Value: "v", Behavior: hotparam.Throttle, Count: 3,
@@ -35,40 +37,55 @@ func TestUnholdTurn(t *testing.T) {
 		}
 		return r
 	}
-	given := func(u hotparam.RemoteOp, want bool) {
+	given := func(u hotparam.RemoteOp, want int64) {
 		t.Helper()
-		if r := eval(t, s, u)[0]; r.Allowed != want {
-			t.Fatalf("unhold %+v: given back %v, want %v", u.Turn, r.Allowed, want)
+		if r := eval(t, s, u)[0]; r.Allowed != (want > 0) || (want > 0 && r.Remaining != want) {
+			t.Fatalf("unhold %+v: %+v, want %d turns given back", u.Turn, r, want)
 		}
 	}
+	record := givenUpKey(DefaultPrefix, &op)
 	clk.set(0)
 	wait(0)
 	b := wait(333333334) // slots a third of a second apart, kept exactly
 	c := wait(666666667)
-	given(unholdOf(op, b), false) // c is queued behind it
-	given(unholdOf(op, c), true)
-	given(unholdOf(op, c), false) // once
+	given(unholdOf(op, b), 0) // c is queued behind it: remembered
+	if got := srv.CLI("EXISTS", record); got != "1" {
+		t.Fatalf("a turn given up behind another: EXISTS %s got %s, want 1", record, got)
+	}
+	given(unholdOf(op, c), 2) // c, and b with it
+	if got := srv.CLI("EXISTS", record); got != "0" {
+		t.Errorf("every turn given up came back: EXISTS %s got %s, want 0", record, got)
+	}
 	clk.set(100 * ms)
-	wait(666666667 - 100*ms) // c's turn, taken again
-	d := wait(time.Second - 100*ms)
+	wait(333333334 - 100*ms) // b's turn, taken again
+	d := wait(666666667 - 100*ms)
 	changed := op
 	changed.Count = 4
-	given(unholdOf(changed, d), false) // stored with another count: left as it is
-	given(unholdOf(op, d), true)
+	given(unholdOf(changed, d), 0) // stored with another count: left as it is
+	given(unholdOf(op, d), 1)
+
+	// a remembered turn whose end has passed is forgotten: there is nothing left to give back
+	clk.set(time.Second)
+	e := wait(0)
+	f := wait(333333334)
+	given(unholdOf(op, e), 0)
+	clk.set(1500 * ms)
+	given(unholdOf(op, f), 1)
+	wait(0) // 1.5s, with no credit for the turns in the past
 
 	// a turn given back that was the schedule's only one leaves no state
 	op.Value = "w"
-	clk.set(time.Second)
+	clk.set(2 * time.Second)
 	w := wait(0)
-	given(unholdOf(op, w), true)
+	given(unholdOf(op, w), 1)
 	if got := srv.CLI("EXISTS", key(DefaultPrefix, &op)); got != "0" {
 		t.Errorf("the schedule of a turn given back: EXISTS got %s, want 0", got)
 	}
 }
 
-// TestUnholdClusterRule: through the Limiter, a held call of a cluster throttle rule given up
-// while its turn is the latest gives it back in Redis, like the memory engine; one with a turn
-// behind it keeps it (in memory it comes back with the one behind; in Redis it stays taken).
+// TestUnholdClusterRule: through the Limiter, the turns of held calls of a cluster throttle rule
+// given up come back in Redis as in memory: at once when the latest, else with the turns behind
+// them.
 func TestUnholdClusterRule(t *testing.T) {
 	s, _, clk := newTestStore(t)
 	rules := []hotparam.Rule{{Resource: "r", Param: "p", Behavior: hotparam.Throttle, Count: 10,
@@ -109,12 +126,15 @@ func TestUnholdClusterRule(t *testing.T) {
 	b := check(0, 100*ms)
 	c := check(0, 200*ms)
 	unhold(10*ms, c, [2]int{1, 1})
-	check(10*ms, 190*ms) // c's turn again, in both
+	c2 := check(10*ms, 190*ms) // c's turn again, in both
 	d := check(10*ms, 290*ms)
 	unhold(20*ms, b, [2]int{0, 0}) // turns queued behind it
 	unhold(20*ms, d, [2]int{1, 1})
 	// the 200ms turn taken at 10ms is the latest now, but it is still held; the next is 300ms
-	check(20*ms, 280*ms)
+	h := check(20*ms, 280*ms)
+	unhold(30*ms, h, [2]int{1, 1})
+	unhold(30*ms, c2, [2]int{2, 2}) // the 200ms turn, and b's (100ms) with it
+	check(30*ms, 70*ms)
 }
 
 // TestUnholdDropsCachedRefusal: a turn given back through this replica drops the refusal its
@@ -140,4 +160,57 @@ func TestUnholdDropsCachedRefusal(t *testing.T) {
 	if n := s.Stats().CacheHits - hits; n != 0 {
 		t.Errorf("%d answers from the cache after the give-back, want 0", n)
 	}
+}
+
+// TestUnholdParityRandom: seeded random throttled calls of two values (one or two hits) and
+// random give-ups of the calls still held, in the same order at the same instants, get the same
+// decisions from Redis and from memory, and give back the same turns.
+func TestUnholdParityRandom(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	rules := []hotparam.Rule{{Resource: "r", Param: "p", Behavior: hotparam.Throttle, Count: 10,
+		Duration: time.Second, MaxQueueingTime: time.Second, Cluster: true}}
+	remote, err := hotparam.New(rules, hotparam.Options{Remote: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := hotparam.New(rules, hotparam.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 3))
+	var held [][2]*hotparam.Hold
+	in := time.Duration(0)
+	checks, given := 0, 0
+	for i := range 3000 {
+		in += time.Duration(rng.IntN(40000)) * time.Microsecond
+		now := t0.Add(in)
+		clk.now = now
+		if len(held) > 0 && rng.IntN(3) == 0 {
+			k := rng.IntN(len(held))
+			h := held[k]
+			held = append(held[:k], held[k+1:]...)
+			g, w := remote.Unhold(ctx, now, h[0]), local.Unhold(ctx, now, h[1])
+			if g != w {
+				t.Fatalf("step %d at %v: Redis gave back %d turns, memory %d", i, in, g, w)
+			}
+			given += g
+			continue
+		}
+		v := []string{"a", "b"}[rng.IntN(2)]
+		e := []hotparam.Entry{{Resource: "r", Params: []hotparam.Param{{Name: "p", Values: []string{v}}}, Hits: int64(1 + rng.IntN(2))}}
+		got := remote.Check(ctx, now, e, hotparam.CheckOptions{}, nil)
+		want := local.Check(ctx, now, e, hotparam.CheckOptions{}, nil)
+		if !sameDecision(got, want) || (got.Hold != nil) != (want.Hold != nil) {
+			t.Fatalf("step %d at %v, %s: Redis %+v, memory %+v", i, in, v, got, want)
+		}
+		checks++
+		if got.Hold != nil && rng.IntN(2) == 0 {
+			held = append(held, [2]*hotparam.Hold{got.Hold, want.Hold})
+		}
+	}
+	if given < 100 {
+		t.Fatalf("%d turns given back in %d calls, want the test to exercise it", given, checks)
+	}
+	t.Logf("%d calls, %d turns given back, the same in both", checks, given)
 }

@@ -30,6 +30,7 @@ func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	if !s.up.Wait(10*time.Second, func(reqs []upRequest, inflight int) bool { return len(reqs)+inflight >= 1 }) {
 		t.Fatal("no order reached the upstream")
 	}
+	first := time.Now() // the first order was let through by now: its turn is no later
 	waiting := func() float64 { return metric(t, s.svc.Get, "extauthz_queue_waiting") }
 	if !eventually(10*time.Second, func() bool { return waiting() >= 3 }) {
 		t.Fatalf("%v orders wait their turn, want most of the 5 after the first", waiting())
@@ -54,9 +55,9 @@ func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	}
 
 	// The orders let through took the first turns; the next free one is right after them.
-	// Without the give-back it would be at 600ms, after the abandoned ones.
+	// Without the give-back it would be 600ms after the first turn, after the abandoned ones.
 	passed := time.Duration(6-cancelled) * 100 * time.Millisecond
-	time.Sleep(time.Until(start.Add(passed + 20*time.Millisecond)))
+	time.Sleep(time.Until(first.Add(passed)))
 	late := time.Since(start)
 	if late >= 550*time.Millisecond {
 		t.Fatalf("the cancels were seen %v after the first order: too late to tell a turn given back from one run out (600ms)", late)
@@ -86,7 +87,7 @@ func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 		at = append(at, <-answered)
 	}
 	slices.Sort(at)
-	t.Logf("the next order admitted at once, %v after the first; the 5 after it answered %v later: %v", late, at, &more)
+	t.Logf("the next order %v after the first; the 5 after it answered %v later: %v", late, at, &more)
 	if more.get("200") != 5 {
 		t.Errorf("5 orders after the next one: %v, want all admitted in their turns (within 500ms)", &more)
 	}
@@ -100,16 +101,16 @@ func TestThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	}
 }
 
-// TestClusterThrottleCancelGivesTheLatestTurnBack: the orders rule as a cluster rule (2 a
-// second per user, so 500ms apart, queueing up to 900ms) on two replicas and one Redis. An
-// order given up while its turn is the user's latest gives it back in Redis: the next order,
-// through either replica, takes that turn (a wait under 500ms) instead of the one after it
-// (a wait over 500ms while less than 500ms have passed).
-func TestClusterThrottleCancelGivesTheLatestTurnBack(t *testing.T) {
+// TestClusterThrottleCancelGivesTheTurnsBack: the orders rule as a cluster rule (4 a second per
+// user, so 250ms apart, queueing up to 900ms) on two replicas and one Redis. A client that
+// abandons its queued orders, spread by Envoy over both replicas, gets their turns back in
+// Redis: the next order, through either replica, is admitted at once while the abandoned turns
+// (to 1s) would still be ahead, and the ones after it come at the rule's pace.
+func TestClusterThrottleCancelGivesTheTurnsBack(t *testing.T) {
 	redis := redistest.Start(t)
 	s := newStack(t, stackOptions{
 		rules: edited(t, rulesYAML, "    count: 10\n    duration: 1s\n    behavior: throttle\n    max_queueing_time: 500ms\n",
-			"    count: 2\n    duration: 1s\n    behavior: throttle\n    max_queueing_time: 900ms\n    cluster: true\n"),
+			"    count: 4\n    duration: 1s\n    behavior: throttle\n    max_queueing_time: 900ms\n    cluster: true\n"),
 		env:      []string{"EXTAUTHZ_STORE_REDIS_ADDRS=" + redis.Addr(), "EXTAUTHZ_STORE_REDIS_TIMEOUT=1s"},
 		replicas: 2,
 	})
@@ -120,39 +121,76 @@ func TestClusterThrottleCancelGivesTheLatestTurnBack(t *testing.T) {
 		}
 		return n
 	}
-	start := time.Now()
-	if a := s.do(h2, "POST", "/orders?n=0", orderHeaders("erin")...); a.status != http.StatusOK {
-		t.Fatalf("the first order: %d %s, want 200", a.status, a.body)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	second := s.send(ctx, h2, "POST", "/orders?n=1", orderHeaders("erin")...) // turn 500ms
-	if !eventually(10*time.Second, func() bool { return sum("extauthz_queue_waiting") == 1 }) {
-		t.Fatal("the second order was not held")
+	var chans []<-chan outcome
+	start := time.Now()
+	for i := range 4 { // turns at 0, 250, 500 and 750ms
+		c := h1
+		if i%2 == 1 {
+			c = h2
+		}
+		chans = append(chans, s.send(ctx, c, "POST", fmt.Sprintf("/orders?n=%d", i), orderHeaders("erin")...))
+	}
+	if !s.up.Wait(10*time.Second, func(reqs []upRequest, inflight int) bool { return len(reqs)+inflight >= 1 }) {
+		t.Fatal("no order reached the upstream")
+	}
+	first := time.Now() // the first order was let through by now: its turn is no later
+	if !eventually(10*time.Second, func() bool { return sum("extauthz_queue_waiting") >= 2 }) {
+		t.Fatal("the orders after the first were not held")
 	}
 	cancel()
-	if o := <-second; o.err == nil {
-		t.Fatalf("the second order, given up: %d, want the client's cancel", o.status)
+	var ta tally
+	for _, ch := range chans {
+		ta.add(<-ch)
 	}
+	var cancelled float64
 	if !eventually(10*time.Second, func() bool {
-		return sum("extauthz_queue_waiting") == 0 && sum("extauthz_decisions_total", `resource="POST:/orders"`, `result="cancelled"`) == 1
+		cancelled = sum("extauthz_decisions_total", `resource="POST:/orders"`, `result="cancelled"`)
+		return sum("extauthz_queue_waiting") == 0 && cancelled >= 2
 	}) {
-		t.Fatal("extauthz did not see the second order cancelled")
+		t.Fatalf("extauthz did not see the held orders cancelled: %v", &ta)
 	}
-	within := sum("extauthz_queue_wait_seconds_bucket", `le="0.5"`)
-	held := sum("extauthz_queue_wait_seconds_count")
+	served := perReplica(t, s, "extauthz_decisions_total", `api="ratelimit"`, `resource="POST:/orders"`)
+	t.Logf("4 orders at once over the replicas (%v calls each), the client gone while they waited: %v", served, &ta)
+	passed := time.Duration(4-cancelled) * 250 * time.Millisecond
+	time.Sleep(time.Until(first.Add(passed)))
 	late := time.Since(start)
-	a := s.do(h1, "POST", "/orders?n=2", orderHeaders("erin")...)
-	if late >= 500*time.Millisecond {
-		t.Fatalf("the next order was sent %v after the first: too late to tell the turn at 500ms given back from the one at 1s", late)
+	if late >= 900*time.Millisecond {
+		t.Fatalf("the cancels were seen %v after the first order: too late to tell turns given back from turns run out (1s)", late)
 	}
-	if a.status != http.StatusOK {
+	held := sum("extauthz_queue_wait_seconds_count")
+	next := time.Now()
+	if a := s.do(h2, "POST", "/orders?m=0", orderHeaders("erin")...); a.status != http.StatusOK {
 		t.Fatalf("the next order, %v after the first: %d %s, want 200", late, a.status, a.body)
 	}
-	if n := sum("extauthz_queue_wait_seconds_count") - held; n != 1 {
-		t.Fatalf("the next order, %v after the first: %v held, want 1", late, n)
+	if n := sum("extauthz_queue_wait_seconds_count") - held; n != 0 {
+		t.Errorf("the next order, %v after the first, was held: the abandoned turns (to 1s) stayed taken in Redis", late)
 	}
-	if n := sum("extauthz_queue_wait_seconds_bucket", `le="0.5"`) - within; n != 1 {
-		t.Errorf("the next order, %v after the first, waited over 500ms: the turn given up stayed taken in Redis", late)
+	answered := make(chan time.Duration, 3)
+	var more tally
+	for i := range 3 {
+		c := h1
+		if i%2 == 1 {
+			c = h2
+		}
+		ch := s.send(context.Background(), c, "POST", fmt.Sprintf("/orders?m=%d", i+1), orderHeaders("erin")...)
+		go func() {
+			more.add(<-ch)
+			answered <- time.Since(next)
+		}()
 	}
-	t.Logf("the next order, %v after the first, took the turn given up (at 500ms)", late)
+	var at []time.Duration
+	for range 3 {
+		at = append(at, <-answered)
+	}
+	slices.Sort(at)
+	t.Logf("the next order %v after the first; the 3 after it answered %v later: %v", late, at, &more)
+	if more.get("200") != 3 {
+		t.Errorf("3 orders after the next one: %v, want all admitted in their turns (within 900ms)", &more)
+	}
+	for k, d := range at {
+		if want := time.Duration(k+1) * 250 * time.Millisecond; d < want {
+			t.Errorf("order %d after the next one answered %v after it, want no sooner than %v: faster than the rule", k+1, d, want)
+		}
+	}
 }
