@@ -242,3 +242,30 @@ func TestUnholdRaceKeepsSpacing(t *testing.T) {
 	t.Logf("%d of 2400 requests let through, turns %v to %v: %d turns given up stayed taken",
 		len(passed), passed[0], passed[len(passed)-1], kept)
 }
+
+// TestUnholdAcrossReload: a call held before a reload that keeps its rule gives its turn back
+// to the state the new rules share. Once a call under a changed count has counted the schedule
+// in the new units, the turn taken before stays taken.
+func TestUnholdAcrossReload(t *testing.T) {
+	l := mustNew(t, throttle(10, time.Second, time.Second))
+	hold(t, l, 0, "v", 0)
+	b := hold(t, l, 0, "v", 100*ms)
+	l2, err := l.Reload([]Rule{throttle(10, time.Second, time.Second)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhold(t, l, 10*ms, b, 1)
+	hold(t, l2, 10*ms, "v", 90*ms) // b's turn, under the new rules
+	c := hold(t, l2, 10*ms, "v", 190*ms)
+	l3, err := l2.Reload([]Rule{throttle(20, time.Second, time.Second)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := one("v", 1)
+	probe.Probe = true
+	if d, _ := check(l3, at(20*ms), probe); d.Allowed {
+		t.Fatalf("a probe while turns are queued: %+v, want refused", d)
+	}
+	unhold(t, l2, 30*ms, c, 0)
+	hold(t, l3, 30*ms, "v", 270*ms) // 300ms: c's turn stayed taken
+}
