@@ -95,8 +95,13 @@ func TestOutageTransitions(t *testing.T) {
 			closed.Probes == 0 || closed.Outage <= 0 {
 			t.Errorf("Closed = %+v; want 3 failed calls, %d fallbacks, %d short circuits, some probes, a duration", closed, fallbacks, more)
 		}
+		// The probe that closed the breaker came on a new connection; a call can still meet a
+		// connection of the Redis that was killed and fail once (EOF) before the client drops
+		// it. The next one must succeed.
 		if err := evalErr(st); err != nil {
-			t.Fatalf("after Closed: %v", err)
+			if err := evalErr(st); err != nil {
+				t.Fatalf("after Closed, twice: %v", err)
+			}
 		}
 	}
 }
