@@ -60,3 +60,23 @@ func BenchmarkServerShouldRateLimitDescriptors(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShouldRateLimit64 is a call of 64 descriptors (descriptors.MaxDescriptors) over
+// loopback gRPC, to the no-op server and to extauthz, one call at a time: what extauthz costs
+// over the floor for the largest request (client and server in this process; compare
+// instructions per call under callgrind, or CPU).
+func BenchmarkShouldRateLimit64(b *testing.B) {
+	req := manyDescriptors(64)
+	run := func(b *testing.B, c rlsv3.RateLimitServiceClient) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := c.ShouldRateLimit(ctx, req)
+			if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(resp.GetStatuses()) != 64 {
+				b.Fatal(resp, err)
+			}
+		}
+	}
+	b.Run("noop", func(b *testing.B) { run(b, rlsv3.NewRateLimitServiceClient(serve(b, registerNoop))) })
+	b.Run("extauthz", func(b *testing.B) { run(b, benchRig(b).rls) })
+}

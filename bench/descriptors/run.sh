@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# run.sh: the service CPU of a ShouldRateLimit call of N descriptors (DESCRIPTORS, default 64,
+# the most a request may carry) in extauthz against the no-op gRPC server built with extauthz's
+# server options (bench/envoy's noop), side by side through real processes: h2load (Debian's
+# nghttp2-client, installed when missing) sends the same call to each at RATE calls a second
+# (default 2,000) over 4 HTTP/2 connections, in turns, ROUNDS times; CPU per call is read from
+# /proc/PID/stat (user + system, 10ms ticks). h2load decodes no answer, so only the servers'
+# work is counted. extauthz runs the shipped extauthz.yaml with one rule that applies to every
+# descriptor and never refuses: every descriptor takes a token of its own value.
+#
+#   bench/descriptors/run.sh                        # 64 descriptors, 5 rounds of 5s
+#   DESCRIPTORS=10 ROUNDS=3 bench/descriptors/run.sh
+#   BEFORE_BIN=/tmp/extauthz-before bench/descriptors/run.sh   # that binary too ("before")
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+if ! command -v h2load >/dev/null; then
+	if [ "$(id -u)" = 0 ]; then
+		apt-get install -y nghttp2-client >/dev/null || { apt-get update >/dev/null && apt-get install -y nghttp2-client >/dev/null; }
+	else
+		echo "run.sh needs h2load: apt-get install nghttp2-client" >&2
+		exit 1
+	fi
+fi
+n="${DESCRIPTORS:-64}" rounds="${ROUNDS:-5}" seconds="${SECONDS_PER_RUN:-5}" rate="${RATE:-2000}"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+(cd "$root" && go build -o "$work/extauthz" ./cmd/extauthz && go build -o "$work/envoybench" ./bench/envoy &&
+	go run ./bench/throttle -descriptors "$n" >"$work/body")
+cat >"$work/rules.yaml" <<'RULES'
+param_flow:
+  - {resource: "POST:/orders", param: user, grade: qps, count: 1000000000, duration: 1s}
+RULES
+declare -A addr pid
+"$work/extauthz" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules.yaml" \
+	--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/extauthz.log" 2>&1 &
+pid[extauthz]=$! pids+=($!)
+"$work/envoybench" noop -addr 127.0.0.1:0 >"$work/noop.log" 2>&1 &
+pid[noop]=$! pids+=($!)
+servers=(noop extauthz)
+if [ -n "${BEFORE_BIN:-}" ]; then
+	"$BEFORE_BIN" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules.yaml" \
+		--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/before.log" 2>&1 &
+	pid[before]=$! pids+=($!)
+	servers+=(before)
+	for _ in $(seq 300); do grep -q '"serving"' "$work/before.log" && break; sleep 0.1; done
+	addr[before]="$(sed -n 's/.*"msg":"serving".*"grpc_addr":"\([^"]*\)".*/\1/p' "$work/before.log")"
+fi
+for _ in $(seq 300); do grep -q '"serving"' "$work/extauthz.log" && [ -s "$work/noop.log" ] && break; sleep 0.1; done
+addr[extauthz]="$(sed -n 's/.*"msg":"serving".*"grpc_addr":"\([^"]*\)".*/\1/p' "$work/extauthz.log")"
+addr[noop]="$(head -1 "$work/noop.log")"
+[ -n "${addr[extauthz]}" ] && [ -n "${addr[noop]}" ] || { echo "a server did not start" >&2; cat "$work"/*.log >&2; exit 1; }
+
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+hz="$(getconf CLK_TCK)"
+load() {
+	h2load -d "$work/body" -H 'content-type: application/grpc' -H 'te: trailers' -c 4 -m 16 \
+		--rps $((rate / 4)) -D "$2" "http://${addr[$1]}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+}
+echo "# $(uptime)"
+echo "# $n descriptors a call, $rate calls a second, ${seconds}s a run"
+printf '%-6s %-9s %10s %14s\n' round server "calls/s" "cpu-us/call"
+k=${#servers[@]}
+for r in $(seq "$rounds"); do
+	for i in $(seq 0 $((k - 1))); do
+		j=$(((i + r) % k)) # the order rotated each round
+		s="${servers[$j]}"
+		load "$s" 1 >/dev/null
+		c0="$(cpu_ticks "${pid[$s]}")"
+		out="$(load "$s" "$seconds")"
+		c1="$(cpu_ticks "${pid[$s]}")"
+		calls="$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")"
+		awk -v r="$r" -v s="$s" -v n="$calls" -v sec="$seconds" -v c="$((c1 - c0))" -v hz="$hz" \
+			'BEGIN { printf "%-6s %-9s %10.0f %14.1f\n", r, s, n / sec, c * 1e6 / hz / n }' | tee -a "$work/results"
+	done
+done
+awk '{ v[$2, $1] = $4 } END {
+	for (r = 1; r <= '"$rounds"'; r++) {
+		s = s " " sprintf("%.2f", v["extauthz", r] / v["noop", r])
+		if (("before", r) in v) b = b " " sprintf("%.2f", v["before", r] / v["noop", r])
+	}
+	print "extauthz / noop CPU per call, by round:" s "   (target <= 1.2)"
+	if (b != "") print "before / noop CPU per call, by round:" b }' "$work/results"
+echo "extauthz: $(curl -s "http://$(sed -n 's/.*"msg":"serving".*"admin_addr":"\([^"]*\)".*/\1/p' "$work/extauthz.log")/metrics" | grep '^extauthz_decisions_total' | tr '\n' ' ')"
+echo "# $(uptime)"
