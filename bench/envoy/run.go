@@ -12,16 +12,18 @@ import (
 	"time"
 )
 
-// benchRules let every benchmark request through both paths: GET /items from origin web is
-// white-listed (Check) and each item_id has a bucket no run empties (ShouldRateLimit).
+// benchRules let every benchmark request through both paths: GET /items has an authority rule
+// that origin web passes (a black list, so that a rate-limit call passes it too where the
+// bootstrap gives the rate-limit filter the origin only from ext_authz's metadata) and a
+// bucket per item_id that no run empties.
 const benchRules = `authority:
-  - {resource: "GET:/items", strategy: white, origins: [web]}
+  - {resource: "GET:/items", strategy: black, origins: [scraper]}
 param_flow:
   - {resource: "GET:/items", param: item_id, grade: qps, count: 1000000000, duration: 1s}
 `
 
 // ratelimitConfig is the same limit for envoyproxy/ratelimit, over the descriptors envoy.yaml's
-// /items route sends.
+// /items route sends, with the origin or without it.
 const ratelimitConfig = `domain: extauthz
 descriptors:
   - key: resource
@@ -32,6 +34,8 @@ descriptors:
         descriptors:
           - key: item_id
             rate_limit: {unit: second, requests_per_unit: 1000000000}
+      - key: item_id
+        rate_limit: {unit: second, requests_per_unit: 1000000000}
 `
 
 // benchValues is how many item_id values the requests cycle through.
@@ -282,6 +286,10 @@ func (b *bench) measure() error {
 			res, err := l.run(b.dir, b.uris(v), b.envoys[v.name].pid(), pids)
 			if err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			if res.failed*100 > res.requests+res.failed {
+				return fmt.Errorf("%s: %d of %d requests got no 2xx: the variant does not let the benchmark's requests through",
+					v.name, res.failed, res.requests+res.failed)
 			}
 			results[v.name] = append(results[v.name], res)
 			fmt.Printf("%-5d %-16s %9.0f %9s %9s %12.1f %12.1f %12.1f %7d\n", r+1, v.name, res.rps,
