@@ -27,7 +27,7 @@ type UnenforcedRecorder interface {
 // watch is what the decision path knows of one resource with a concurrency rule. Its fields
 // are read and written without a lock: a report may come a call late, never twice in a row.
 type watch struct {
-	rule      int
+	rule      atomic.Int64 // the resource's first concurrency rule; a reload's cache sets it anew
 	checkFrom atomic.Int64 // the first Check call since the last rate-limit call (UnixNano); 0: none
 	rateLimit atomic.Int64 // the last rate-limit call (UnixNano, to the second); 0: none
 	reported  atomic.Bool  // reported since the last rate-limit call
@@ -51,7 +51,7 @@ func watches(set *rulestore.Set, prev *ruleCache) map[string]*watch {
 		if prev != nil && prev.unenforced[r.Resource] != nil {
 			w = prev.unenforced[r.Resource]
 		}
-		w.rule = i
+		w.rule.Store(int64(i)) // a watch kept from prev is read by calls on the old rule set
 		out[r.Resource] = w
 	}
 	return out
@@ -89,7 +89,7 @@ func (d *Decider) watchConcurrency(req *Request, set *rulestore.Set, now time.Ti
 		}
 		idle := time.Duration(t - max(from, w.rateLimit.Load()))
 		if idle >= UnenforcedAfter && !w.reported.Load() && w.reported.CompareAndSwap(false, true) {
-			d.unenforced.ConcurrencyUnenforced(req.Entries[i].Resource, w.rule, idle)
+			d.unenforced.ConcurrencyUnenforced(req.Entries[i].Resource, int(w.rule.Load()), idle)
 		}
 	}
 }
