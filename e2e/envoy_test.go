@@ -15,7 +15,11 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoysim"
 )
 
@@ -103,15 +107,60 @@ func (s *service) check(t testing.TB, r envoysim.Request) *authv3.CheckResponse 
 	return resp
 }
 
+// identity is the dynamic metadata an allowed Check of extauthz gives r's stream (its
+// resource and origin, namespace envoyapi.MetadataNamespace), which envoy.yaml's rate-limit
+// actions read: the CheckRequest Envoy sends for r, mapped as the service maps it with
+// envoy-config/extauthz.yaml. (Envoy calls the rate-limit service only after ext_authz
+// allowed the request; the suite sends rate-limit calls of refused requests too.)
+func identity(t testing.TB, r envoysim.Request) map[string]*structpb.Struct {
+	t.Helper()
+	mapping.once.Do(func() {
+		var cfg config.Config
+		if cfg, mapping.err = config.Load(config.Source{File: extauthzYAML}); mapping.err == nil {
+			mapping.m, mapping.err = descriptors.New(cfg.Mapping)
+		}
+	})
+	if mapping.err != nil {
+		t.Fatalf("%s: %v", extauthzYAML, mapping.err)
+	}
+	cr, err := envoy.CheckRequest(accept(t, r), time.Now())
+	if err != nil || cr == nil {
+		return nil // no Check for this stream: no metadata
+	}
+	e, err := mapping.m.Check(cr)
+	if err != nil {
+		return nil
+	}
+	fields := map[string]any{envoyapi.MetadataResource: e.Resource}
+	if e.Origin != "" {
+		fields[envoyapi.MetadataOrigin] = e.Origin
+	}
+	st, err := structpb.NewStruct(fields)
+	if err != nil {
+		return nil // not UTF-8: the service writes U+FFFD, which no test here reads
+	}
+	return map[string]*structpb.Struct{envoyapi.MetadataNamespace: st}
+}
+
+// mapping is the service's mapping of envoy-config/extauthz.yaml, loaded once.
+var mapping struct {
+	once sync.Once
+	m    *descriptors.Mapper
+	err  error
+}
+
 // limitRequest builds the RateLimitRequest Envoy would send for r: the request-path
-// descriptors, or with streamDone those sent when the stream ends. It fails t when the route
-// produces none.
+// descriptors, or with streamDone those sent when the stream ends, from r's stream with the
+// identity ext_authz gave it. It fails t when the route produces none.
 func limitRequest(t testing.TB, r envoysim.Request, streamDone bool) *rlsv3.RateLimitRequest {
 	t.Helper()
 	st := accept(t, r)
 	if st.Route == nil {
 		t.Fatalf("no route for %s %s", r.Method, r.Path)
 	}
+	withIdentity := *st // the cached stream is shared: its copy carries the metadata
+	withIdentity.Request.DynamicMetadata = identity(t, r)
+	st = &withIdentity
 	ds, err := envoy.Descriptors(st)
 	if err != nil {
 		t.Fatal(err)

@@ -111,16 +111,12 @@ func withJWT(jwks string) func(root map[string]any) {
 // TestIdentityFromJWT: the origin and a param come from the claims of a token Envoy's jwt_authn
 // verified: a valid token's subject passes the white list and its tenant is limited; an expired
 // token or one signed by another key is refused by Envoy before any Check; a request without a
-// token has no origin, and the white list refuses it. The rate-limit actions read the origin
-// from ext_authz's metadata (originFromMetadata): a rate-limit call whose descriptors read
-// x-origin would see no origin and refuse the token's subject.
+// token has no origin, and the white list refuses it. The shipped rate-limit actions read the
+// origin from ext_authz's metadata: had they read x-origin, the rate-limit call would see no
+// origin and refuse the token's subject.
 func TestIdentityFromJWT(t *testing.T) {
 	key, other := newJWTKey(t, "k1"), newJWTKey(t, "k1")
-	jwt := withJWT(key.jwks())
-	s := newStack(t, stackOptions{config: []byte(jwtConfig), rules: []byte(jwtRules), bootstrap: variant(t, func(root map[string]any) {
-		jwt(root)
-		originFromMetadata(root)
-	})})
+	s := newStack(t, stackOptions{config: []byte(jwtConfig), rules: []byte(jwtRules), bootstrap: variant(t, withJWT(key.jwks()))})
 	now := time.Now().Unix()
 	claims := func(sub string, exp int64) map[string]any {
 		return map[string]any{"iss": "test-issuer", "sub": sub, "tenant": "acme", "exp": exp}
@@ -157,39 +153,12 @@ func TestIdentityFromJWT(t *testing.T) {
 	}
 }
 
-// originFromMetadata is the shipped bootstrap with every rate-limit action that read x-origin
-// reading the origin ext_authz resolved instead (its dynamic metadata): the variant's one edit.
-func originFromMetadata(root map[string]any) {
-	for _, r := range vhost(root)["routes"].([]any) {
-		pf, _ := obj(r)["typed_per_filter_config"].(map[string]any)
-		rl, _ := pf["envoy.filters.http.ratelimit"].(map[string]any)
-		limits, _ := rl["rate_limits"].([]any)
-		for _, l := range limits {
-			for i, a := range obj(l)["actions"].([]any) {
-				rh, ok := obj(a)["request_headers"].(map[string]any)
-				if !ok || rh["header_name"] != "x-origin" {
-					continue
-				}
-				obj(l)["actions"].([]any)[i] = map[string]any{"metadata": map[string]any{
-					"descriptor_key": "origin",
-					"metadata_key":   map[string]any{"key": "envoy.filters.http.ext_authz", "path": []any{map[string]any{"key": "origin"}}},
-					"source":         "DYNAMIC",
-					"skip_if_absent": true,
-				}}
-			}
-		}
-	}
-}
-
-// TestIdentityToRateLimit: with the service removing the origin header (its default) and the
-// rate-limit actions reading the origin from ext_authz's dynamic metadata, the upstream never
-// sees x-origin, and the rate-limit call still knows the caller: its white list passes, and its
-// refusal names the origin.
+// TestIdentityToRateLimit: the shipped configs: the allowed Check removes the origin header
+// and returns the origin as dynamic metadata, which envoy.yaml's rate-limit actions read: the
+// upstream never sees x-origin, and the rate-limit call still knows the caller: its white list
+// passes, and its refusal names the origin.
 func TestIdentityToRateLimit(t *testing.T) {
-	s := newStack(t, stackOptions{
-		bootstrap: variant(t, originFromMetadata),
-		env:       []string{"EXTAUTHZ_AUTHZ_KEEP_ORIGIN_HEADERS=false"},
-	})
+	s := newStack(t, stackOptions{})
 	statuses := map[int]int{}
 	for i := 0; i < 10; i++ {
 		statuses[s.do(h1, "GET", "/items?item_id=md", "x-origin", "web").status]++

@@ -14,6 +14,7 @@ import (
 
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/extauthz/extauthz/descriptors"
@@ -119,6 +120,10 @@ func TestSampleDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.RequestID = func(Request) string { return generatedID }
+	mapper, err := descriptors.New(loadMapping(t, shippedDir+"extauthz.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range samples() {
 		t.Run(s.name, func(t *testing.T) {
 			st, err := c.Accept(s.req)
@@ -128,6 +133,7 @@ func TestSampleDescriptors(t *testing.T) {
 			if got := st.Route.GetName(); got != s.route {
 				t.Fatalf("route = %q, want %q", got, s.route)
 			}
+			st.Request.DynamicMetadata = checkIdentity(t, c, mapper, st)
 			got, err := c.Descriptors(st)
 			if err != nil {
 				t.Fatal(err)
@@ -462,4 +468,32 @@ func mapValues(m map[string]descriptors.Source) []descriptors.Source {
 		out = append(out, v)
 	}
 	return out
+}
+
+// checkIdentity is the dynamic metadata the service's allowed Check gives st (resource and
+// origin under envoy.filters.http.ext_authz, as envoyapi writes them): the CheckRequest the
+// emulation builds for st, mapped by the shipped mapping. The shipped rate-limit actions read
+// the origin from it.
+func checkIdentity(t *testing.T, c *Config, m *descriptors.Mapper, st *Stream) map[string]*structpb.Struct {
+	t.Helper()
+	cr, err := c.CheckRequest(st, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr == nil {
+		return nil // no Check (no route): no metadata
+	}
+	e, err := m.Check(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]any{"resource": e.Resource}
+	if e.Origin != "" {
+		fields["origin"] = e.Origin
+	}
+	v, err := structpb.NewStruct(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]*structpb.Struct{ExtAuthzFilter: v}
 }

@@ -10,6 +10,7 @@ import (
 	ratelimitcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -47,6 +48,10 @@ type Request struct {
 	PeerCertificate []byte
 	// Protocol is "HTTP/1.0", "HTTP/1.1" (when "") , "HTTP/2" or "HTTP/3".
 	Protocol string
+	// DynamicMetadata is the stream's dynamic metadata by namespace, as the filters before the
+	// rate-limit filter set it (ext_authz's answer: envoyapi.MetadataNamespace), for metadata
+	// actions of source DYNAMIC.
+	DynamicMetadata map[string]*structpb.Struct
 }
 
 // clone copies r deeply enough for Accept to change its headers.
@@ -228,13 +233,42 @@ func skipIfAbsent(a *routev3.RateLimit_Action) bool {
 		return s.RequestHeaders.GetSkipIfAbsent()
 	case *routev3.RateLimit_Action_QueryParameters_:
 		return s.QueryParameters.GetSkipIfAbsent()
+	case *routev3.RateLimit_Action_Metadata:
+		return s.Metadata.GetSkipIfAbsent()
 	}
 	return false
+}
+
+// metadataEntry is the entry of a metadata action, as MetaDataAction::populateDescriptor
+// makes it: the string at the metadata key's path (a value that is no string counts as
+// none), else default_value; none when both are empty. Only the stream's dynamic metadata
+// (source DYNAMIC) is modelled.
+func metadataEntry(m *routev3.RateLimit_Action_MetaData, req Request) (Entry, bool, error) {
+	if m.GetSource() != routev3.RateLimit_Action_MetaData_DYNAMIC {
+		return Entry{}, false, fmt.Errorf("metadata action source %v is not modelled", m.GetSource())
+	}
+	st := req.DynamicMetadata[m.GetMetadataKey().GetKey()]
+	var v *structpb.Value
+	for i, seg := range m.GetMetadataKey().GetPath() {
+		if i > 0 {
+			st = v.GetStructValue()
+		}
+		v = st.GetFields()[seg.GetKey()]
+	}
+	if s := v.GetStringValue(); s != "" {
+		return Entry{Key: m.GetDescriptorKey(), Value: s}, true, nil
+	}
+	if d := m.GetDefaultValue(); d != "" {
+		return Entry{Key: m.GetDescriptorKey(), Value: d}, true, nil
+	}
+	return Entry{}, false, nil
 }
 
 // action returns the entry one action appends, or false when it appends none.
 func action(a *routev3.RateLimit_Action, req Request, client netip.Addr) (Entry, bool, error) {
 	switch s := a.GetActionSpecifier().(type) {
+	case *routev3.RateLimit_Action_Metadata:
+		return metadataEntry(s.Metadata, req)
 	case *routev3.RateLimit_Action_GenericKey_:
 		key := s.GenericKey.GetDescriptorKey()
 		if key == "" {

@@ -4,12 +4,18 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/extauthz/extauthz/descriptors"
 )
 
 // withCaseHosts adds a listener called name whose route table has, before the shipped virtual
@@ -83,10 +89,24 @@ func limitsText(ls []*rlsv3.RateLimitRequest) string {
 // emulation's; it returns the emulation's descriptors.
 func (e *real) compareLimits(t *testing.T, r Request) []Descriptor {
 	t.Helper()
-	s := e.send(r, nil, nil)
+	return e.compareLimitsWith(t, r, nil)
+}
+
+// compareLimitsWith is compareLimits with the service's Check answered as check answers it
+// (nil: OK), and the emulated stream given the dynamic metadata that answer carries.
+func (e *real) compareLimitsWith(t *testing.T, r Request, check func(*authv3.CheckRequest) *authv3.CheckResponse) []Descriptor {
+	t.Helper()
+	s := e.send(r, check, nil)
 	st, err := e.conf.Accept(r)
 	if err != nil {
 		t.Fatalf("the emulation refuses it (Envoy answers %d): %v", s.status, err)
+	}
+	if check != nil {
+		if cr, err := e.conf.CheckRequest(st, time.Now()); err == nil && cr != nil {
+			if md := check(cr).GetDynamicMetadata(); md != nil {
+				st.Request.DynamicMetadata = map[string]*structpb.Struct{ExtAuthzFilter: md}
+			}
+		}
 	}
 	want, err := e.emulatedLimits(st)
 	if err != nil {
@@ -177,9 +197,26 @@ func lastLine(s string) string {
 // rate-limit calls are the emulation's, and a request no route takes gets 404 and no call.
 func TestRealSamples(t *testing.T) {
 	e := startReal(t)
+	mapper, err := descriptors.New(loadMapping(t, shippedDir+"extauthz.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service's allowed Check: its identity as dynamic metadata, which the shipped
+	// rate-limit actions read the origin from.
+	identity := func(cr *authv3.CheckRequest) *authv3.CheckResponse {
+		fields := map[string]any{}
+		if en, err := mapper.Check(cr); err == nil {
+			fields["resource"] = en.Resource
+			if en.Origin != "" {
+				fields["origin"] = en.Origin
+			}
+		}
+		md, _ := structpb.NewStruct(fields)
+		return &authv3.CheckResponse{Status: &status.Status{}, DynamicMetadata: md}
+	}
 	for _, c := range samples() {
 		t.Run(c.name, func(t *testing.T) {
-			got := e.compareLimits(t, c.req)
+			got := e.compareLimitsWith(t, c.req, identity)
 			if !descriptorsEqual(got, c.want) {
 				t.Errorf("the emulation %+v, the case %+v", got, c.want)
 			}

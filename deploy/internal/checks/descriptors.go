@@ -74,6 +74,15 @@ func RateLimits(t *testing.T, rls []*routev3.RateLimit, rules Rules) {
 				key = a.GetQueryParameters().GetDescriptorKey()
 			case a.GetRemoteAddress() != nil:
 				key = "remote_address"
+			case a.GetMetadata() != nil:
+				// Only the origin ext_authz resolved, from its dynamic metadata.
+				m := a.GetMetadata()
+				key = m.GetDescriptorKey()
+				path := m.GetMetadataKey().GetPath()
+				if key != originKey || m.GetMetadataKey().GetKey() != "envoy.filters.http.ext_authz" ||
+					len(path) != 1 || path[0].GetKey() != originKey || !m.GetSkipIfAbsent() {
+					t.Errorf("rate_limits[%d]: metadata action %v: want the origin of ext_authz's metadata (namespace envoy.filters.http.ext_authz, path [origin], skip_if_absent)", i, m)
+				}
 			default:
 				t.Errorf("rate_limits[%d]: action %v not checked here", i, a)
 				continue
