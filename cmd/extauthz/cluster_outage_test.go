@@ -61,9 +61,11 @@ func TestBinaryRedisOutageLogged(t *testing.T) {
 	back := p.Entry(logRedisBack)
 	fallbacks := metric(t, p, `extauthz_redis_fallbacks_total{policy="local"}`)
 	// the first two failed calls fell back before the breaker opened: the metric counts them,
-	// the outage (from the opening on) does not
-	if back["failed_calls"] != 3.0 || back["fallback_decisions"] != fallbacks-2 ||
-		back["short_circuited"] != fallbacks-3 || back["probes"].(float64) < 1 {
+	// the outage (from the opening on) does not. On a loaded machine the call that opened the
+	// breaker can land on either side of the opening: one either way.
+	near := func(got any, want float64) bool { g, ok := got.(float64); return ok && g >= want-1 && g <= want }
+	if back["failed_calls"] != 3.0 || !near(back["fallback_decisions"], fallbacks-2) ||
+		!near(back["short_circuited"], fallbacks-3) || back["probes"].(float64) < 1 {
 		t.Errorf("%q logged as %v; want 3 failed calls, %v fallback decisions, %v short-circuited, probes", logRedisBack, back,
 			fallbacks-2, fallbacks-3)
 	}
