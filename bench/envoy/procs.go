@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -48,6 +49,7 @@ func start(dir, name string, ready func(line string) bool, env []string, bin str
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = dieWithParent()
 	cmd.Env = append(os.Environ(), env...)
 	p := &proc{name: name, cmd: cmd, log: logPath}
 	if ready == nil {
@@ -91,6 +93,10 @@ func start(dir, name string, ready func(line string) bool, env []string, bin str
 	b, _ := os.ReadFile(logPath)
 	return nil, fmt.Errorf("%s did not get ready:\n%s", name, tail(b, 4000))
 }
+
+// dieWithParent has the kernel kill a child when this process dies, however it dies (a
+// signal, a closed pipe on its output), so that no server outlives the benchmark.
+func dieWithParent() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
 
 func tail(b []byte, n int) string {
 	if len(b) > n {
@@ -158,6 +164,7 @@ func startEnvoy(dir, name, bin string, cfg []byte, workers int) (*envoyProc, err
 	}
 	cmd := exec.Command(bin, "-c", cfgPath, "--admin-address-path", adminPath, "--disable-hot-restart",
 		"--log-level", "warning", "--concurrency", strconv.Itoa(workers))
+	cmd.SysProcAttr = dieWithParent()
 	cmd.Stdout, cmd.Stderr = nil, errLog // stdout is the access log: /dev/null
 	if err := cmd.Start(); err != nil {
 		return nil, err
