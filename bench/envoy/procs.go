@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
 // proc is a process the benchmark started and stops.
@@ -175,7 +177,7 @@ func startEnvoy(dir, name, bin string, cfg []byte, workers int) (*envoyProc, err
 		if b, err := os.ReadFile(adminPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			e.admin = "http://" + strings.TrimSpace(string(b))
 			if body, _ := httpGet(e.admin + "/ready"); strings.TrimSpace(body) == "LIVE" {
-				if e.ingress, err = ingressAddr(e.admin); err == nil {
+				if e.ingress, err = envoytest.ListenerAddr(e.admin, "ingress"); err == nil {
 					return e, nil
 				}
 			}
@@ -198,35 +200,6 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
-func ingressAddr(admin string) (string, error) {
-	body, err := httpGet(admin + "/listeners?format=json")
-	if err != nil {
-		return "", err
-	}
-	var ls struct {
-		Statuses []struct {
-			Name  string `json:"name"`
-			Local struct {
-				Socket struct {
-					Address string `json:"address"`
-					Port    int    `json:"port_value"`
-				} `json:"socket_address"`
-			} `json:"local_address"`
-		} `json:"listener_statuses"`
-	}
-	if err := json.Unmarshal([]byte(body), &ls); err != nil {
-		return "", err
-	}
-	for _, l := range ls.Statuses {
-		if l.Name == "ingress" && l.Local.Socket.Port != 0 {
-			return net.JoinHostPort(l.Local.Socket.Address, strconv.Itoa(l.Local.Socket.Port)), nil
-		}
-	}
-	return "", fmt.Errorf("no ingress listener yet")
-}
-
-// cpuTime is the CPU time (user and system) process pid and its threads, exited ones too, have
-// used so far: /proc/PID/stat's utime and stime, in clock ticks of 10ms.
 func cpuTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

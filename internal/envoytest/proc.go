@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,9 +141,19 @@ func get(url string) (string, int, error) {
 // Listener returns the address ("127.0.0.1:PORT") Envoy bound for the listener called name.
 func (p *Proc) Listener(t testing.TB, name string) string {
 	t.Helper()
-	body, code, err := get(p.AdminURL + "/listeners?format=json")
+	addr, err := ListenerAddr(p.AdminURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// ListenerAddr asks the Envoy admin API at adminURL (http://host:port) for the address the
+// listener called name is bound to; an error until it is bound.
+func ListenerAddr(adminURL, name string) (string, error) {
+	body, code, err := get(adminURL + "/listeners?format=json")
 	if err != nil || code != 200 {
-		t.Fatalf("envoy /listeners: %d %v", code, err)
+		return "", fmt.Errorf("envoy /listeners: %d %v", code, err)
 	}
 	var ls struct {
 		Statuses []struct {
@@ -155,15 +167,14 @@ func (p *Proc) Listener(t testing.TB, name string) string {
 		} `json:"listener_statuses"`
 	}
 	if err := json.Unmarshal([]byte(body), &ls); err != nil {
-		t.Fatalf("envoy /listeners: %v: %s", err, body)
+		return "", fmt.Errorf("envoy /listeners: %v: %s", err, body)
 	}
 	for _, l := range ls.Statuses {
-		if l.Name == name {
-			return fmt.Sprintf("%s:%d", l.Local.Socket.Address, l.Local.Socket.Port)
+		if l.Name == name && l.Local.Socket.Port != 0 {
+			return net.JoinHostPort(l.Local.Socket.Address, strconv.Itoa(l.Local.Socket.Port)), nil
 		}
 	}
-	t.Fatalf("envoy has no listener %q: %s", name, body)
-	return ""
+	return "", fmt.Errorf("envoy has no bound listener %q: %s", name, body)
 }
 
 // Stats returns Envoy's counters and gauges by name.

@@ -31,7 +31,7 @@ type Service struct {
 	limits  []*rlsv3.RateLimitRequest
 	check   func(*authv3.CheckRequest) *authv3.CheckResponse
 	limit   func(*rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse
-	waiters []chan struct{} // closed on every call
+	changes changes // notified on every call
 }
 
 // StartService starts a Service, stopped when t ends. It answers OK to everything until told
@@ -65,7 +65,7 @@ func (s *Service) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.Ch
 	s.mu.Lock()
 	s.checks = append(s.checks, req)
 	answer := s.check
-	s.notify()
+	s.changes.notify()
 	s.mu.Unlock()
 	if answer == nil {
 		return &authv3.CheckResponse{Status: &status.Status{}}, nil
@@ -81,7 +81,7 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 	s.mu.Lock()
 	s.limits = append(s.limits, req)
 	answer := s.limit
-	s.notify()
+	s.changes.notify()
 	s.mu.Unlock()
 	if answer == nil {
 		return OK(req), nil
@@ -99,14 +99,6 @@ func OK(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})
 	}
 	return resp
-}
-
-// notify wakes the waiters; s.mu is held.
-func (s *Service) notify() {
-	for _, ch := range s.waiters {
-		close(ch)
-	}
-	s.waiters = nil
 }
 
 // Recorded returns the calls recorded so far.
@@ -128,22 +120,5 @@ func (s *Service) Take() ([]*authv3.CheckRequest, []*rlsv3.RateLimitRequest) {
 // Wait waits up to limit for cond over the calls recorded, checked on every call, and reports
 // whether it held.
 func (s *Service) Wait(limit time.Duration, cond func(checks []*authv3.CheckRequest, limits []*rlsv3.RateLimitRequest) bool) bool {
-	deadline := time.After(limit)
-	for {
-		s.mu.Lock()
-		ok := cond(s.checks, s.limits)
-		ch := make(chan struct{})
-		if !ok {
-			s.waiters = append(s.waiters, ch)
-		}
-		s.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
+	return s.changes.waitFor(&s.mu, limit, func() bool { return cond(s.checks, s.limits) })
 }

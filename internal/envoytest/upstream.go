@@ -39,7 +39,7 @@ type Upstream struct {
 	mu       sync.Mutex
 	reqs     []Request
 	inflight int
-	waiters  []chan struct{} // closed on every change
+	changes  changes // notified on every change
 }
 
 // StartUpstream starts an Upstream, closed when t ends.
@@ -86,12 +86,8 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (u *Upstream) change(f func()) {
 	u.mu.Lock()
 	f()
-	ws := u.waiters
-	u.waiters = nil
+	u.changes.notify()
 	u.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
 }
 
 // Requests returns the requests answered (or abandoned) so far, in the order they ended.
@@ -116,22 +112,5 @@ func (u *Upstream) InFlight() int {
 // Wait waits up to limit for cond, checked on every change of the upstream's state, and
 // reports whether it became true.
 func (u *Upstream) Wait(limit time.Duration, cond func(reqs []Request, inflight int) bool) bool {
-	deadline := time.After(limit)
-	for {
-		u.mu.Lock()
-		ok := cond(u.reqs, u.inflight)
-		ch := make(chan struct{})
-		if !ok {
-			u.waiters = append(u.waiters, ch)
-		}
-		u.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
+	return u.changes.waitFor(&u.mu, limit, func() bool { return cond(u.reqs, u.inflight) })
 }
