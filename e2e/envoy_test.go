@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoysim"
+	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
 // req is an HTTP request as it reaches Envoy: method, path with query, the TCP peer's IP, then
@@ -127,17 +128,9 @@ func identity(t testing.TB, r envoysim.Request) map[string]*structpb.Struct {
 	if err != nil || cr == nil {
 		return nil // no Check for this stream: no metadata
 	}
-	e, err := mapping.m.Check(cr)
-	if err != nil {
+	st := envoytest.Identity(mapping.m, cr)
+	if st == nil {
 		return nil
-	}
-	fields := map[string]any{envoyapi.MetadataResource: e.Resource}
-	if e.Origin != "" {
-		fields[envoyapi.MetadataOrigin] = e.Origin
-	}
-	st, err := structpb.NewStruct(fields)
-	if err != nil {
-		return nil // not UTF-8: the service writes U+FFFD, which no test here reads
 	}
 	return map[string]*structpb.Struct{envoyapi.MetadataNamespace: st}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -483,17 +484,9 @@ func checkIdentity(t *testing.T, c *Config, m *descriptors.Mapper, st *Stream) m
 	if cr == nil {
 		return nil // no Check (no route): no metadata
 	}
-	e, err := m.Check(cr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := map[string]any{"resource": e.Resource}
-	if e.Origin != "" {
-		fields["origin"] = e.Origin
-	}
-	v, err := structpb.NewStruct(fields)
-	if err != nil {
-		t.Fatal(err)
+	v := envoytest.Identity(m, cr)
+	if v == nil {
+		t.Fatalf("the mapping refuses %v", cr)
 	}
 	return map[string]*structpb.Struct{ExtAuthzFilter: v}
 }

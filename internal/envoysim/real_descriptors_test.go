@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/internal/envoytest"
 )
 
 // withCaseHosts adds a listener called name whose route table has, before the shipped virtual
@@ -204,15 +205,7 @@ func TestRealSamples(t *testing.T) {
 	// The service's allowed Check: its identity as dynamic metadata, which the shipped
 	// rate-limit actions read the origin from.
 	identity := func(cr *authv3.CheckRequest) *authv3.CheckResponse {
-		fields := map[string]any{}
-		if en, err := mapper.Check(cr); err == nil {
-			fields["resource"] = en.Resource
-			if en.Origin != "" {
-				fields["origin"] = en.Origin
-			}
-		}
-		md, _ := structpb.NewStruct(fields)
-		return &authv3.CheckResponse{Status: &status.Status{}, DynamicMetadata: md}
+		return &authv3.CheckResponse{Status: &status.Status{}, DynamicMetadata: envoytest.Identity(mapper, cr)}
 	}
 	for _, c := range samples() {
 		t.Run(c.name, func(t *testing.T) {
