@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // logEntries are the entries of p's log so far with message msg that keep accepts.

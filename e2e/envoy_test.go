@@ -19,9 +19,9 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/internal/envoysim"
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // req is an HTTP request as it reaches Envoy: method, path with query, the TCP peer's IP, then

@@ -14,8 +14,8 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/extauthz/extauthz/internal/etcdtest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/etcdtest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // startEtcdService runs the binary with the shipped config, its rules from etcd key, and env.

@@ -18,7 +18,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/internal/envoysim"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // rawClients are clients that send strings as raw bytes, as Envoy does: Go's default codec

@@ -31,8 +31,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/extauthz/extauthz/internal/otlptest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/otlptest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // observeRules: GET:/items white-lists web; GET:/reports allows 2 a second per api_key (a

@@ -13,8 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/extauthz/extauthz/internal/etcdtest"
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/etcdtest"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 	"github.com/extauthz/extauthz/rulestore"
 )
 

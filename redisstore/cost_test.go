@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // redisCostTarget is the most Redis may spend inside one EVALSHA checking one value against one

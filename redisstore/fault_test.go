@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // These tests use the real clock: a fault is observed through deadlines, with tolerances for a

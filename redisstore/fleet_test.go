@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // Two replicas publish; a read gets both records, the latest first within its cap, and the

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // serverEvents records what a Store reports through OnServer.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // transitions records what a Store reports through OnTransition.

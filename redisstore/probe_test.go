@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // pstep is one call of a single op at an instant: a probe unless real, a release when rel.

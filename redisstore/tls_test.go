@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // A redis-server serving TLS with a certificate of a private CA: the store trusts it through

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/extauthz/extauthz/envoyapi"
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 )
 
 // noop answers OK to every Check and ShouldRateLimit without looking at it: what the gRPC

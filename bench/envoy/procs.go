@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // proc is a process the benchmark started and stops.

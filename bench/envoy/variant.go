@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // The HTTP filters of the shipped bootstrap that a variant keeps or drops.

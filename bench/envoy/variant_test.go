@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 const shipped = "../../envoy-config/envoy.yaml"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"

@@ -11,8 +11,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/rueidis"
 
-	"github.com/extauthz/extauthz/internal/redistest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // A descriptor whose hits_addend is an explicit 0 (Envoy sends it: GrpcClientImpl::createRequest

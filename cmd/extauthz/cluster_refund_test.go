@@ -6,7 +6,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // A refund cluster rule in Redis mode: Envoy sends the stream-done release (is_negative_hits)

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 )
 
 // ConfigErrors is every invalid setting of a config.

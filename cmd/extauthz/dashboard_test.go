@@ -16,8 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/extauthz/extauthz/dashboard"
-	"github.com/extauthz/extauthz/internal/etcdtest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/etcdtest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // heartbeats is a fake dashboard: it takes heartbeats as the dashboard does and hands them

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 )
 
 // lookupEnv reads one variable of environ (KEY=value); "" when unset. Of a name given twice,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // runWithEnv runs the binary with args and only environ (besides PATH), and returns its

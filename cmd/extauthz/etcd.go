@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/etcdrules"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/rulestore"
 )
 

@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/extauthz/extauthz/internal/etcdtest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/etcdtest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // etcd wiped and started again empty on the same address (its revision back at 1): the rules

@@ -6,7 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extauthz/extauthz/admin"
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 )

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/envoyapi"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
 

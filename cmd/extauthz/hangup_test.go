@@ -16,9 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/extauthz/extauthz/internal/etcdtest"
-	"github.com/extauthz/extauthz/internal/testbin"
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/etcdtest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 )
 
 const msgHangup = "SIGHUP: reloaded"

@@ -1,6 +1,6 @@
 package main
 
-// The harness of the binary tests (internal/testbin runs the process) and the calls they make.
+// The harness of the binary tests (internal/testkit/testbin runs the process) and the calls they make.
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // bin is the binary the tests of this package run, built on first use (never under -short).

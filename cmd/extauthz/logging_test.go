@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 )
 
 func TestNewLogger(t *testing.T) {

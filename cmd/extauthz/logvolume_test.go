@@ -23,7 +23,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/extauthz/extauthz/internal/observe"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // floodRules refuse every call of value v but its first.

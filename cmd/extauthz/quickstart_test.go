@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // readmeBlock is one fenced block of the README.

@@ -11,8 +11,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/extauthz/extauthz/internal/otlptest"
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/otlptest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // With tracing on, a call that goes to Redis has a client span per Redis call, a child of the

@@ -23,11 +23,11 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/extauthz/extauthz/admin"
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/observe"
 	"github.com/extauthz/extauthz/internal/tlsreload"

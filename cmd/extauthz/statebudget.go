@@ -3,8 +3,8 @@ package main
 import (
 	"go.uber.org/zap"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/memlimit"
 )
 

@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 )

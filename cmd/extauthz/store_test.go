@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/metrics"
 	"github.com/extauthz/extauthz/redisstore"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 )
 
 func writeBytes(t *testing.T, dir, name string, data []byte) string {

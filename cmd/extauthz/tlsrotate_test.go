@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
 

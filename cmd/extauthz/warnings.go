@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/rulestore"
 )
 

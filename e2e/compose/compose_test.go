@@ -22,8 +22,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 const repoRoot = "../.."

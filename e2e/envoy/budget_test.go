@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // budgetRules is an LLM token budget: 100 tokens an hour per user, charged after each response

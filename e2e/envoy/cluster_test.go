@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // clusterStack is two extauthz replicas on one real Redis as the two endpoints of Envoy's

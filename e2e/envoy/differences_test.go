@@ -15,7 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/extauthz/extauthz/internal/envoysim"
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // Each test here settles one place where what we believed of Envoy (the emulation in

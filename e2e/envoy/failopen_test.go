@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // TestFailOpenIsVisible: with the service down, the shipped ext_authz fails closed (503) and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // jwtKey signs test tokens; its JWKS is what Envoy's jwt_authn verifies them against.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // steady is a steady load through Envoy: orders (both filters call the service), each of a new

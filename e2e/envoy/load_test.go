@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // upRequest is what reached the upstream.

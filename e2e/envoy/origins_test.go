@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 )
 
 // serviceConfig writes the shipped extauthz.yaml with each old string replaced by its new one

@@ -12,7 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"sigs.k8s.io/yaml"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // recorder stands in for extauthz behind Envoy's extauthz cluster (envoytest.Service): it

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // seqHeader marks each request a test sends, so that what reached the upstream can be told

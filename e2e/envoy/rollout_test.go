@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // zeroPercent is a runtime fractional percent of 0, the first step of a staged rollout.

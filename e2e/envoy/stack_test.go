@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testbin"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
 
 // Paths relative to this package's directory, where go test runs.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/redistest"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
 )
 
 // TestThrottleCancelGivesTheTurnsBack: a client that gives up on orders waiting their turn makes

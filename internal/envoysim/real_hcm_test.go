@@ -12,7 +12,7 @@ import (
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // routerHeaders are the headers Envoy's router adds on the way to the upstream, after the

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )
 
 // validate runs `envoy --mode validate` on the bootstrap envoy.yaml changed by vs and returns

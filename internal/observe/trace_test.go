@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/audit"
-	"github.com/extauthz/extauthz/internal/otlptest"
+	"github.com/extauthz/extauthz/internal/testkit/otlptest"
 	"github.com/extauthz/extauthz/tracing"
 )
 

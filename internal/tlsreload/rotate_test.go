@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 )
 
 // testCheckInterval is the look interval of the in-process servers.

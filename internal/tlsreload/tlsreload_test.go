@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/extauthz/extauthz/internal/testpki"
+	"github.com/extauthz/extauthz/internal/testkit/testpki"
 )
 
 // pemPair is a certificate and its key, PEM-encoded, and the certificate parsed.

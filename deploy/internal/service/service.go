@@ -90,7 +90,7 @@ func Cleanup() {
 }
 
 // Defaults are the service's built-in listen addresses, read from Default() in the service's
-// internal/config/config.go, so that the manifests are checked against the source of truth.
+// cmd/extauthz/config/config.go, so that the manifests are checked against the source of truth.
 func Defaults(t testing.TB) (grpcAddr, adminAddr string) {
 	t.Helper()
 	file := filepath.Join(RepoRoot(t), "internal", "config", "config.go")

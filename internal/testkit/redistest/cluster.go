@@ -1,11 +1,14 @@
 package redistest
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testkit/wait"
 )
 
 // Cluster is a Redis Cluster of masters only, on loopback ports.
@@ -35,14 +38,16 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	if out, err := exec.Command(cli, create...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for _, s := range c.Nodes {
-		for !strings.Contains(s.CLI("CLUSTER", "INFO"), "cluster_state:ok") {
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster node %s not ok after 15s:\n%s", s.Addr(), s.CLI("CLUSTER", "INFO"))
+	err := wait.Until(15*time.Second, 50*time.Millisecond, func() error {
+		for _, s := range c.Nodes {
+			if info := s.CLI("CLUSTER", "INFO"); !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("cluster node %s not ok:\n%s", s.Addr(), info)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return c
 }

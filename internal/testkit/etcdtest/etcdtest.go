@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testkit/wait"
 )
 
 // Binary is where etcd is looked for when it is not on PATH.
@@ -131,28 +133,28 @@ func (s *Server) Restart() {
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		hc := s.health
-		if hc == nil {
-			hc = http.DefaultClient
-		}
-		resp, err := hc.Get(s.Endpoint + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	hc := s.health
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	err := wait.Until(20*time.Second, 50*time.Millisecond, func() error {
 		select {
 		case <-exited:
-			s.t.Fatalf("etcd exited at start")
+			return wait.Stop(fmt.Errorf("etcd exited at start"))
 		default:
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("etcd not healthy within 20s: %v", err)
+		resp, err := hc.Get(s.Endpoint + "/health")
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/health answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		s.t.Fatalf("etcd not healthy: %v", err)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testkit/wait"
 )
 
 // Options say how to run Envoy.
@@ -95,7 +97,7 @@ func run(bin, dir string, o Options) (*Proc, error) {
 	if limit == 0 {
 		limit = 30 * time.Second
 	}
-	if err := p.waitReady(adminPath, time.Now().Add(limit)); err != nil {
+	if err := p.waitReady(adminPath, limit); err != nil {
 		p.Kill()
 		return nil, fmt.Errorf("envoy: %v\n%s", err, p.Log())
 	}
@@ -103,11 +105,11 @@ func run(bin, dir string, o Options) (*Proc, error) {
 }
 
 // waitReady polls for the admin address file, then for /ready to answer LIVE.
-func (p *Proc) waitReady(adminPath string, deadline time.Time) error {
-	for {
+func (p *Proc) waitReady(adminPath string, limit time.Duration) error {
+	return wait.Until(limit, 20*time.Millisecond, func() error {
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before it was ready: %v", p.err)
+			return wait.Stop(fmt.Errorf("exited before it was ready: %v", p.err))
 		default:
 		}
 		if p.AdminURL == "" {
@@ -115,16 +117,15 @@ func (p *Proc) waitReady(adminPath string, deadline time.Time) error {
 				p.AdminURL = "http://" + strings.TrimSpace(string(b))
 			}
 		}
-		if p.AdminURL != "" {
-			if body, code, err := get(p.AdminURL + "/ready"); err == nil && code == 200 && strings.TrimSpace(body) == "LIVE" {
-				return nil
-			}
+		if p.AdminURL == "" {
+			return fmt.Errorf("no admin address in %s yet", adminPath)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready by the deadline (admin %q)", p.AdminURL)
+		body, code, err := get(p.AdminURL + "/ready")
+		if err == nil && code == 200 && strings.TrimSpace(body) == "LIVE" {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("not ready (admin %q): %d %q %v", p.AdminURL, code, strings.TrimSpace(body), err)
+	})
 }
 
 func get(url string) (string, int, error) {

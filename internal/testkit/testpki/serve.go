@@ -3,10 +3,13 @@ package testpki
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testkit/wait"
 )
 
 // Roots returns a pool holding the CA's certificate alone.
@@ -37,16 +40,15 @@ func ServedSerial(addr string, roots *x509.CertPool, client []tls.Certificate) (
 // presented want.
 func EventuallyServes(t testing.TB, addr string, roots *x509.CertPool, client []tls.Certificate, want *x509.Certificate) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	err := wait.Until(15*time.Second, 10*time.Millisecond, func() error {
 		got, err := ServedSerial(addr, roots, client)
 		if err == nil && got.Cmp(want.SerialNumber) == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s to be served: last served serial %v, %v; want %v", want.Subject.CommonName, got, err, want.SerialNumber)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return fmt.Errorf("last served serial %v, %v; want %v", got, err, want.SerialNumber)
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s to be served: %v", want.Subject.CommonName, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testkit/wait"
 )
 
 // Binary is where redis-server is looked for when it is not on PATH.
@@ -156,26 +159,30 @@ func (s *Server) launch() error {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	exitedAtStart := errors.New("exited at start")
+	err = wait.Until(10*time.Second, 10*time.Millisecond, func() error {
 		select {
 		case <-exited:
-			s.cmd = nil
-			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("redis-server on port %d exited at start; log:\n%s", s.Port, b)
+			return wait.Stop(exitedAtStart)
 		default:
 		}
 		// any answer will do: a server with a password answers -NOAUTH
-		if reply, err := s.roundTrip("PING"); err == nil && (reply == "+PONG" || strings.HasPrefix(reply, "-NOAUTH")) {
+		reply, err := s.roundTrip("PING")
+		if err == nil && (reply == "+PONG" || strings.HasPrefix(reply, "-NOAUTH")) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			s.stop()
-			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("redis-server on port %d did not answer PING within 10s; log:\n%s", s.Port, b)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return fmt.Errorf("PING: %q %v", reply, err)
+	})
+	if err == nil {
+		return nil
 	}
+	if errors.Is(err, exitedAtStart) {
+		s.cmd = nil
+	} else {
+		s.stop()
+	}
+	b, _ := os.ReadFile(logPath)
+	return fmt.Errorf("redis-server on port %d: %v; log:\n%s", s.Port, err, b)
 }
 
 // roundTrip sends one inline command and returns the first reply line.
