@@ -35,7 +35,7 @@ func appendBody(b []byte, bl *policy.Block) []byte {
 	b = appendJSONString(b, bl.Resource)
 	b = append(b, `,"origin":`...)
 	b = appendJSONString(b, bl.Origin)
-	if bl.Kind == ResultParamFlow {
+	if bl.Kind == policy.ResultParamFlow {
 		b = append(b, `,"param":`...)
 		b = appendJSONString(b, bl.Param)
 		b = append(b, `,"value":`...)

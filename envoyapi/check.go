@@ -31,7 +31,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	sc.entries = sc.entries[:1]
 	r := &sc.req
-	*r = policy.Request{API: APICheck, Entries: sc.entries, SkipConcurrency: true,
+	*r = policy.Request{API: policy.APICheck, Entries: sc.entries, SkipConcurrency: true,
 		RequestID: req.GetAttributes().GetRequest().GetHttp().GetHeaders()["x-request-id"]}
 	r.Err = s.mapper.CheckInto(&sc.entries[0], req)
 	v := &sc.verdict

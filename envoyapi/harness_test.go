@@ -18,6 +18,7 @@ import (
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -52,7 +53,7 @@ type recorder struct {
 	waits    []time.Duration
 }
 
-var _ Recorder = (*recorder)(nil)
+var _ policy.Recorder = (*recorder)(nil)
 
 func (r *recorder) Decision(api, domain, resource, result string, _ time.Duration) {
 	r.mu.Lock()

@@ -26,7 +26,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	r := &sc.req
-	*r = policy.Request{API: APIRateLimit, Domain: req.GetDomain()}
+	*r = policy.Request{API: policy.APIRateLimit, Domain: req.GetDomain()}
 	if len(r.Domain) > descriptors.MaxLen {
 		r.Domain = ""
 		r.Err = &descriptors.RequestError{Field: "domain", Descriptor: -1, Err: descriptors.ErrValueTooLong}

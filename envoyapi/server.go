@@ -9,7 +9,7 @@
 // descriptors or more than descriptors.MaxDescriptors, more than descriptors.MaxEntries entries
 // in a descriptor, an empty or over-long key, a value, resource, origin or domain longer than
 // descriptors.MaxLen, a param with more than descriptors.MaxValues values, a hits_addend above
-// the largest int64) is refused, counted as ResultInvalid and answered with a JSON body
+// the largest int64) is refused, counted as policy.ResultInvalid and answered with a JSON body
 // {"error": ...} naming the field at fault: ext_authz denies it with HTTP 400; the rate-limit
 // service answers OVER_LIMIT, with the descriptor at fault OVER_LIMIT and the others OK, or
 // every descriptor OVER_LIMIT when the request as a whole is at fault. Nothing is consumed.
@@ -25,7 +25,7 @@
 // the real x-ratelimit numbers.
 //
 // A throttled request is answered after its wait, never past the call's deadline: the deadline,
-// less DeadlineMargin, is passed to the limiter, which blocks at once (consuming nothing) a
+// less policy.DeadlineMargin, is passed to the limiter, which blocks at once (consuming nothing) a
 // request whose wait would end later. A call cancelled during its wait returns the context's
 // error, and gives back the turns it was given as far as that moves no other call's (see
 // hotparam.Limiter.Unhold).
@@ -45,30 +45,6 @@ import (
 	"github.com/extauthz/extauthz/rulestore"
 )
 
-// DeadlineMargin is taken off a call's deadline before it is handed to the limiter, to leave
-// time for the answer to travel back.
-const DeadlineMargin = policy.DeadlineMargin
-
-// API names passed to Recorder.Decision.
-const (
-	APICheck     = policy.APICheck
-	APIRateLimit = policy.APIRateLimit
-)
-
-// Results passed to Recorder.Decision.
-const (
-	ResultOK        = policy.ResultOK
-	ResultAuthority = policy.ResultAuthority
-	ResultParamFlow = policy.ResultParamFlow
-	ResultShadow    = policy.ResultShadow
-	ResultInvalid   = policy.ResultInvalid
-	ResultCancelled = policy.ResultCancelled
-	ResultQueueFull = policy.ResultQueueFull
-)
-
-// Recorder receives the metrics of every call.
-type Recorder = policy.Recorder
-
 // Options configure a Server.
 type Options struct {
 	// Mapper maps requests to entries; nil means descriptors.New(descriptors.Config{}).
@@ -79,7 +55,7 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Recorder receives metrics; nil means none.
-	Recorder Recorder
+	Recorder policy.Recorder
 	// Decision is the decision section of the config (throttle queue cap, dry run).
 	Decision policy.Config
 	// Redact gives the value of a param as it may be shown outside the service (the keyed

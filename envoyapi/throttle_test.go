@@ -11,6 +11,7 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // throttleRule spaces the requests of a value 100ms apart and holds one up to 500ms.
@@ -76,11 +77,11 @@ func TestCheckThrottle(t *testing.T) {
 		t.Errorf("cancelled during the wait: %v, want Canceled", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for r.rec.last().result != ResultCancelled && time.Now().Before(deadline) {
+	for r.rec.last().result != policy.ResultCancelled && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := r.rec.last(); got.result != ResultCancelled {
-		t.Errorf("recorded %+v, want result %q", got, ResultCancelled)
+	if got := r.rec.last(); got.result != policy.ResultCancelled {
+		t.Errorf("recorded %+v, want result %q", got, policy.ResultCancelled)
 	}
 }
 
