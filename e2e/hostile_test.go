@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/internal/envoysim"
 	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
@@ -26,7 +26,7 @@ import (
 func (s *service) rawClients(t *testing.T) (authv3.AuthorizationClient, rlsv3.RateLimitServiceClient) {
 	t.Helper()
 	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(envoyapi.NewCodec())))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.NewCodec())))
 	if err != nil {
 		t.Fatal(err)
 	}

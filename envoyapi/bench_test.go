@@ -154,7 +154,7 @@ func BenchmarkServerShouldRateLimit(b *testing.B) {
 		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 			b.Fatal(resp, err)
 		}
-		answers.put(resp) // as the server's codec does once it encoded the answer
+		r.srv.codec.Release(resp) // as the server's codec does once it encoded the answer
 	}
 }
 

@@ -40,7 +40,7 @@ func BenchmarkServerShouldRateLimitDescriptors(b *testing.B) {
 			rig := benchRig(b)
 			req := manyDescriptors(n)
 			ctx := context.Background()
-			codec := NewCodec()
+			codec := rig.srv.codec
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := rig.srv.ShouldRateLimit(ctx, req)

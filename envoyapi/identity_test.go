@@ -11,6 +11,7 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/hotparam"
 )
 
@@ -94,7 +95,7 @@ func TestKeepOriginHeaders(t *testing.T) {
 // decoded is resp as Envoy reads it: encoded by the service's codec, decoded again.
 func decoded(t *testing.T, resp *authv3.CheckResponse) *authv3.CheckResponse {
 	t.Helper()
-	bs, err := NewCodec().Marshal(resp)
+	bs, err := wire.NewCodec().Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	n := len(req.GetDescriptors())
 	switch v.Kind {
 	case policy.Invalid:
-		resp := newResponse(n)
+		resp := s.codec.Answer(n)
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		for i, ds := range resp.Statuses {
 			if v.At < 0 || i == v.At {
@@ -59,7 +59,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: HeaderContentType, Value: contentJSON}}
 		return resp, nil
 	case policy.Authority:
-		resp := newResponse(n)
+		resp := s.codec.Answer(n)
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.Statuses[v.At].Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.RawBody = appendBody(nil, &v.Block)
@@ -68,7 +68,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	case policy.Cancelled:
 		return nil, status.FromContextError(v.Err).Err()
 	}
-	resp := newResponse(n)
+	resp := s.codec.Answer(n)
 	if v.Statuses != nil {
 		fillStatuses(resp, s.limits(v.Rules), v.Statuses)
 	}
@@ -83,9 +83,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	return resp, nil
 }
-
-// newResponse is an OK answer with n OK statuses, reused (see answers).
-func newResponse(n int) *rlsv3.RateLimitResponse { return answers.get(n) }
 
 // fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
 // whose descriptor a rule applied to. The current_limit and duration_until_reset messages are

@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
@@ -62,6 +63,11 @@ type Options struct {
 	// hash of a sensitive param's, redact.Redactor.Value); nil shows values as they are. An
 	// allowed Check's identity metadata goes through it.
 	Redact func(param, value string) string
+	// Codec is the server's gRPC codec (grpc.ForceServerCodecV2), whose pool the rate-limit
+	// answers are taken from so that it reuses them once encoded; nil means a Codec of the
+	// Server's own, whose answers are then never given back by an encoding (they are left to
+	// the garbage collector).
+	Codec *wire.Codec
 }
 
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
@@ -73,6 +79,7 @@ type Server struct {
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
 	paramIndex atomic.Pointer[paramIndex] // params read per resource in the last rule set seen
 	redactFn   func(param, value string) string
+	codec      *wire.Codec // the rate-limit answers come from its pool
 }
 
 var (
@@ -92,7 +99,7 @@ func New(opts Options) *Server {
 	if opts.Rules == nil {
 		panic("envoyapi: Options.Rules is nil")
 	}
-	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, policy: policy.New(policy.Options{
+	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, codec: opts.Codec, policy: policy.New(policy.Options{
 		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Config: opts.Decision,
 	})}
 	if s.mapper == nil {
@@ -101,6 +108,9 @@ func New(opts Options) *Server {
 			panic("envoyapi: default mapping: " + err.Error())
 		}
 		s.mapper = m
+	}
+	if s.codec == nil {
+		s.codec = wire.NewCodec()
 	}
 	s.pool.New = func() any { return new(scratch) }
 	return s

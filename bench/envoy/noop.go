@@ -19,8 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/cmd/extauthz/config"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 )
 
 // noop answers OK to every Check and ShouldRateLimit without looking at it: what the gRPC
@@ -54,7 +54,7 @@ func serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxConcurrentStreams)),
-		grpc.ForceServerCodecV2(envoyapi.NewCodec()),
+		grpc.ForceServerCodecV2(wire.NewCodec()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingAfter, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(uint32(cfg.StreamWorkers)),

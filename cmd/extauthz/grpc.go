@@ -11,15 +11,16 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/extauthz/extauthz/cmd/extauthz/config"
-	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 )
 
-// grpcOptions are the gRPC server's options from cfg: message size limit, streams per
-// connection, stream workers, keepalive and its enforcement, and TLS (mTLS when a client CA is
-// set) with certificate rotation logged to log. The Reloader serving the certificate is nil
-// without TLS.
-func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, *tlsreload.Reloader, error) {
+// grpcOptions are the gRPC server's options from cfg: codec as its codec, message size limit,
+// streams per connection, stream workers, keepalive and its enforcement, and TLS (mTLS when a
+// client CA is set) with certificate rotation logged to log. The Reloader serving the
+// certificate is nil without TLS. codec must be the one the envoyapi.Server is given
+// (envoyapi.Options.Codec), so that it reuses the server's rate-limit answers.
+func grpcOptions(cfg config.Config, codec *wire.Codec, log *zap.Logger) ([]grpc.ServerOption, *tlsreload.Reloader, error) {
 	ka := cfg.GRPC.Keepalive
 	pingAfter := ka.Time
 	if pingAfter == 0 {
@@ -30,7 +31,7 @@ func grpcOptions(cfg config.Config, log *zap.Logger) ([]grpc.ServerOption, *tlsr
 		// Bounds the goroutines and memory one connection can hold (a throttled call waits
 		// in its stream); clients queue further calls until a stream ends.
 		grpc.MaxConcurrentStreams(uint32(cfg.GRPC.MaxConcurrentStreams)),
-		grpc.ForceServerCodecV2(envoyapi.NewCodec()), // invalid UTF-8 is decided on, not refused
+		grpc.ForceServerCodecV2(codec), // invalid UTF-8 is decided on, not refused
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingAfter, Timeout: ka.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: ka.MinTime,

@@ -26,6 +26,7 @@ import (
 	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/memlimit"
@@ -149,7 +150,8 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		return nil, fmt.Errorf("sensitive.key: %w", err)
 	}
 
-	opts, tlsr, err := grpcOptions(cfg, log.Named("tls"))
+	codec := wire.NewCodec()
+	opts, tlsr, err := grpcOptions(cfg, codec, log.Named("tls"))
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +173,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		Recorder: recorder{Metrics: s.metrics, log: log},
 		Decision: cfg.Decision,
 		Redact:   red.Value,
+		Codec:    codec,
 	})
 	s.api = api
 	src := storeSources(store, rem)

@@ -1,4 +1,4 @@
-package envoyapi
+package wire
 
 import (
 	"bytes"
@@ -130,14 +130,15 @@ func TestMarshalAnswerLeavesOthers(t *testing.T) {
 			t.Errorf("answer %d: encoded %v (%v), want %v", i, got, err, r)
 		}
 		// The same fields in an answer of the handler's pool.
-		own := newResponse(len(r.Statuses))
+		codec := NewCodec()
+		own := codec.Answer(len(r.Statuses))
 		want := proto.Clone(r).(*rlsv3.RateLimitResponse)
 		for j, s := range r.Statuses {
 			own.Statuses[j].Code, own.Statuses[j].CurrentLimit, own.Statuses[j].Quota = s.Code, s.CurrentLimit, s.Quota
 		}
 		own.ResponseHeadersToAdd, own.RequestHeadersToAdd = r.ResponseHeadersToAdd, r.RequestHeadersToAdd
 		own.DynamicMetadata, own.Quota, own.OverallCode = r.DynamicMetadata, r.Quota, r.OverallCode
-		if data, err = NewCodec().Marshal(own); err != nil {
+		if data, err = codec.Marshal(own); err != nil {
 			t.Fatal(err)
 		}
 		got.Reset()
@@ -154,7 +155,7 @@ func BenchmarkMarshalAnswer(b *testing.B) {
 	limit := &rlsv3.RateLimitResponse_RateLimit{Name: "param_flow[1] order item", RequestsPerUnit: 1 << 30, Unit: rlsv3.RateLimitResponse_RateLimit_SECOND}
 	for i := range 10 {
 		r.Statuses = append(r.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK,
-			CurrentLimit: limit, LimitRemaining: uint32(1<<30 - i), DurationUntilReset: resetDuration(1)})
+			CurrentLimit: limit, LimitRemaining: uint32(1<<30 - i), DurationUntilReset: &durationpb.Duration{Seconds: 1}})
 	}
 	b.Run("proto", func(b *testing.B) {
 		b.ReportAllocs()

@@ -1,24 +1,23 @@
-package envoyapi
+package wire
 
 import (
-	"os"
 	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 )
 
-// Rate-limit answers are reused: ShouldRateLimit takes one from answers and the server codec
-// (Codec.Marshal) gives it back once it has encoded it. gRPC encodes a unary answer exactly once,
+// Rate-limit answers are reused: the handler takes one from its Codec (Codec.Answer) and the
+// server codec (Codec.Marshal) gives it back once it has encoded it. gRPC encodes a unary answer exactly once,
 // after the handler and every interceptor returned (the observe interceptor reads the answer
 // before returning it and keeps nothing of it), and afterwards keeps it only for its own
 // request tracing (grpc.EnableTracing, checked here) and for stats handlers (OutPayload.Payload;
 // the server installs none: a stats handler that reads the payload must come with a codec that
 // does not recycle). An answer that never reaches the codec (the handler called directly)
 // stays counted as out, up to maxOut; then the pool forgets every answer out (each is left to
-// the garbage collector, never reset) and goes on reusing. One mutex guards the answers out: two short critical sections a call, fine on a
-// few cores; shard it if it shows in a profile on many.
-var answers answerPool
+// the garbage collector, never reset) and goes on reusing. One mutex guards the answers out:
+// two short critical sections a call, fine on a few cores; shard it if it shows in a profile
+// on many.
 
 // maxOut bounds the answers handed out and not yet given back. An answer is out only between
 // the handler's return and gRPC's encoding, so few are out at once in a server; the bound
@@ -36,9 +35,11 @@ type answer struct {
 }
 
 // answerPool holds the answers free for reuse and those handed out: only an answer it handed
-// out is ever reset, so an answer made anywhere else is never touched.
+// out is ever reset, so an answer made anywhere else is never touched. Its zero value is an
+// empty pool that reuses answers.
 type answerPool struct {
 	freeList sync.Pool // of *answer
+	keep     bool      // reuse nothing: gRPC's binary log keeps the answers it logs
 	mu       sync.Mutex
 	out      map[*rlsv3.RateLimitResponse]*answer
 }
@@ -83,14 +84,10 @@ func (p *answerPool) take(v *rlsv3.RateLimitResponse) (*answer, bool) {
 	return a, ok
 }
 
-// binaryLogging is gRPC's binary log, turned on by its environment variable: it logs each
-// answer after the codec encoded it, so answers must then not be reused.
-var binaryLogging = os.Getenv("GRPC_BINARY_LOG_FILTER") != ""
-
 // free resets a taken answer and makes it free for reuse, unless gRPC traces requests or logs
 // them in its binary log: both keep the message to print it later.
 func (p *answerPool) free(a *answer) {
-	if grpc.EnableTracing || binaryLogging {
+	if grpc.EnableTracing || p.keep {
 		return
 	}
 	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)

@@ -1,4 +1,4 @@
-package envoyapi
+package wire
 
 import (
 	"errors"

@@ -1,8 +1,12 @@
-package envoyapi
+// Package wire is the service's gRPC codec: the "proto" codec, except that it decides on invalid
+// UTF-8 rather than refusing it, and encodes the rate-limit answers it hands out (Codec.Answer)
+// directly and reuses them once encoded.
+package wire
 
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -32,16 +36,36 @@ import (
 // bytes (and every map a list of its entries, which is the same on the wire), then copied into
 // the real message with each string holding the bytes as sent. Encoding falls back the same
 // way, so an answer that echoes such bytes (a header value) is sent rather than failing.
+//
+// A Codec also holds a pool of rate-limit answers (Answer): the handler takes one, fills it,
+// and the Codec that encodes it gives it back. A Codec is safe for concurrent use; use the one
+// value both as the server's codec and as the handler's source of answers.
 type Codec struct {
 	mirrors sync.Map   // protoreflect.FullName -> protoreflect.MessageType, built once each
 	build   sync.Mutex // serialises building a mirror
+	answers answerPool
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
 
 // NewCodec returns a Codec; register it with grpc.ForceServerCodecV2 (or a client's
-// grpc.ForceCodecV2).
-func NewCodec() *Codec { return &Codec{} }
+// grpc.ForceCodecV2). It reuses no answer while gRPC's binary log is on (its environment
+// variable GRPC_BINARY_LOG_FILTER set): that log keeps each answer after it is encoded.
+func NewCodec() *Codec {
+	c := &Codec{}
+	c.answers.keep = os.Getenv("GRPC_BINARY_LOG_FILTER") != ""
+	return c
+}
+
+// Answer returns an OK rate-limit answer with n OK statuses, taken from the Codec's pool: the
+// Codec's Marshal gives it back once it has encoded it (see answerPool). A caller that will not
+// hand it to this Codec's Marshal may give it back with Release, or leave it.
+func (c *Codec) Answer(n int) *rlsv3.RateLimitResponse { return c.answers.get(n) }
+
+// Release gives r back to the pool if it is an answer of Answer not yet encoded, and does
+// nothing otherwise. It is what Marshal does after encoding one; after Release, r must not be
+// used.
+func (c *Codec) Release(r *rlsv3.RateLimitResponse) { c.answers.put(r) }
 
 // Name is "proto": the codec replaces the default one for the same content subtype.
 func (*Codec) Name() string { return "proto" }
@@ -53,10 +77,10 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("proto: cannot marshal %T, want a proto.Message", v)
 	}
 	if r, ok := v.(*rlsv3.RateLimitResponse); ok {
-		if a, ok := answers.take(r); ok {
-			// An answer of ShouldRateLimit, encoded directly when it can be; once encoded,
-			// gRPC does not read it again (see answers) and it is reused.
-			defer answers.free(a)
+		if a, ok := c.answers.take(r); ok {
+			// An answer of Answer, encoded directly when it can be; once encoded, gRPC does
+			// not read it again (see answerPool) and it is reused.
+			defer c.answers.free(a)
 			if b, ok := marshalAnswer(r); ok {
 				return wireOf(b), nil
 			}

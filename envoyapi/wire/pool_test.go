@@ -1,4 +1,4 @@
-package envoyapi
+package wire
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// An answer handed out by newResponse is encoded whole by the codec, then reset and reused;
+// An answer handed out by Answer is encoded whole by the codec, then reset and reused;
 // any other answer is encoded and left as it was.
 func TestCodecRecyclesAnswers(t *testing.T) {
 	codec := NewCodec()
@@ -21,7 +21,7 @@ func TestCodecRecyclesAnswers(t *testing.T) {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: "retry-after", Value: "1"}}
 	}
 
-	resp := newResponse(3)
+	resp := codec.Answer(3)
 	fill(resp)
 	want := proto.Clone(resp)
 	data, err := codec.Marshal(resp)
@@ -39,7 +39,7 @@ func TestCodecRecyclesAnswers(t *testing.T) {
 		t.Fatalf("answer not reset after encoding: %v", resp)
 	}
 	// Reused, it is a fresh OK answer, whatever the previous one held.
-	again := newResponse(3)
+	again := codec.Answer(3)
 	for i, ds := range again.Statuses {
 		if ds.Code != rlsv3.RateLimitResponse_OK || ds.CurrentLimit != nil || ds.LimitRemaining != 0 {
 			t.Fatalf("status %d of a reused answer = %v", i, ds)
@@ -48,7 +48,7 @@ func TestCodecRecyclesAnswers(t *testing.T) {
 	if again.OverallCode != rlsv3.RateLimitResponse_OK || again.RawBody != nil || again.ResponseHeadersToAdd != nil {
 		t.Fatalf("reused answer = %v", again)
 	}
-	answers.put(again)
+	codec.Release(again)
 
 	// Encoding an answer twice, or one made elsewhere, leaves it alone.
 	other := &rlsv3.RateLimitResponse{Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{}, {}, {}}}

@@ -1,4 +1,4 @@
-package envoyapi
+package wire
 
 import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -8,7 +8,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 )
 
-// marshalAnswer encodes an answer made by ShouldRateLimit (see answerPool.take) directly, to
+// marshalAnswer encodes an answer of Codec.Answer (see answerPool.take) directly, to
 // the same bytes as proto.Marshal: fields in number order, zero values left out. It takes the
 // answers made when nothing blocks (overall_code, raw_body, and statuses of code,
 // current_limit, limit_remaining and duration_until_reset), at a fraction of the generic
