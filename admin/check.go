@@ -254,15 +254,15 @@ func checkAnswer(req *CheckRequest, preq *policy.Request, v *policy.Verdict, red
 		}
 		return redact(param, value)
 	}
-	a := CheckAnswer{Allowed: v.Kind == policy.Allow, Probe: !req.Consume, DryRun: v.DryRun,
+	a := CheckAnswer{Allowed: v.Outcome.Allows(), Probe: !req.Consume, DryRun: v.DryRun,
 		Entries: make([]CheckEntry, 0, len(preq.Entries))}
 	if v.Rules != nil {
-		a.RulesVersion = v.Rules.Version
+		a.RulesVersion = v.Rules.Version()
 	}
-	block := v.Kind == policy.Authority || v.Kind == policy.ParamFlow || v.DryRun
+	block := v.Outcome.Blocks() || v.DryRun
 	switch {
-	case v.Kind == policy.Invalid || (v.DryRun && v.Block.Kind == policy.ResultInvalid):
-		a.Reason = policy.ResultInvalid
+	case v.Outcome == policy.Invalid || (v.DryRun && v.Block.Kind == policy.Invalid):
+		a.Reason = policy.Invalid.Label()
 		if v.Err != nil {
 			a.Error = v.Err.Error()
 		}
@@ -278,8 +278,8 @@ func checkAnswer(req *CheckRequest, preq *policy.Request, v *policy.Verdict, red
 			a.Entry = &at
 		}
 		a.RetryAfterSeconds = v.RetryAfter.Seconds()
-	case v.Kind == policy.Cancelled:
-		a.Reason = policy.ResultCancelled
+	case v.Outcome == policy.Cancelled:
+		a.Reason = policy.Cancelled.Label()
 	}
 	a.WaitSeconds = v.Wait.Seconds()
 	if v.Shadow {
@@ -296,8 +296,8 @@ func checkAnswer(req *CheckRequest, preq *policy.Request, v *policy.Verdict, red
 				ce.Params[p.Name] = append(ce.Params[p.Name], show(p.Name, val))
 			}
 		}
-		if i < len(v.Statuses) && v.Statuses[i].Rule >= 0 {
-			st := v.Statuses[i]
+		if i < len(v.Limits) && v.Limits[i].Rule >= 0 {
+			st := v.Limits[i]
 			left := st.Remaining
 			ce.Rule = "param_flow[" + strconv.Itoa(st.Rule) + "]"
 			ce.Limit, ce.PerSeconds, ce.Remaining = st.Limit, st.Duration.Seconds(), &left

@@ -14,6 +14,7 @@ import (
 
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -83,12 +84,12 @@ func (f *consoleFixture) request(t *testing.T, resource string, params map[strin
 		e.Params = append(e.Params, hotparam.Param{Name: k, Values: []string{v}})
 	}
 	d := f.store.Current().ParamFlow.Check(context.Background(), f.now, []hotparam.Entry{e}, hotparam.CheckOptions{}, nil)
-	result := "ok"
+	result := policy.Allowed
 	switch {
 	case !d.Allowed:
-		result = "param_flow"
+		result = policy.ParamFlow
 	case d.ShadowBlocked:
-		result = "shadow"
+		result = policy.Shadow
 	}
 	f.m.Decision("ratelimit", "edge", resource, result, 0)
 	return d.Allowed
@@ -118,7 +119,7 @@ func TestConsoleData(t *testing.T) {
 	}
 	f.request(t, "GET:/items", map[string]string{"item_id": "b", "query": "q"})
 	f.request(t, "GET:/items", map[string]string{"item_id": "c", "query": "q"})
-	f.m.Decision("ext_authz", "", "GET:/items", "authority", 0)
+	f.m.Decision("ext_authz", "", "GET:/items", policy.Authority, 0)
 	f.now = f.now.Add(time.Second)
 
 	c := f.data(t)
@@ -298,7 +299,7 @@ func manyRulesConsole(tb testing.TB, n int) http.Handler {
 	m := metrics.New(metrics.Options{NoRuntime: true, Now: func() time.Time { return now }})
 	m.SetResources(names)
 	for _, r := range names {
-		m.Decision("ext_authz", "", r, "ok", 0)
+		m.Decision("ext_authz", "", r, policy.Allowed, 0)
 	}
 	return New(Options{
 		Rules:   store.Current,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // memFleet is a FleetStore in memory; err, when set, fails every call.
@@ -69,7 +70,7 @@ func newReplica(host string, store FleetStore) *replicaFixture {
 }
 
 // at records n decisions of resource with result at t0+sec.
-func (r *replicaFixture) at(sec int, resource, result string, n int) {
+func (r *replicaFixture) at(sec int, resource string, result policy.Outcome, n int) {
 	r.now = fleetT0.Add(time.Duration(sec) * time.Second)
 	for range n {
 		r.m.Decision("ratelimit", "edge", resource, result, 0)
@@ -84,11 +85,11 @@ func sec(v FleetView, s int) int {
 func TestFleetViewSumsReplicas(t *testing.T) {
 	store := &memFleet{}
 	a, b := newReplica("pod-a", store), newReplica("pod-b", store)
-	a.at(10, "GET:/items", "ok", 3)
-	a.at(12, "GET:/items", "authority", 1)
-	b.at(11, "GET:/items", "ok", 2)
-	b.at(13, "POST:/orders", "param_flow", 4)
-	b.at(14, "POST:/orders", "shadow", 1)
+	a.at(10, "GET:/items", policy.Allowed, 3)
+	a.at(12, "GET:/items", policy.Authority, 1)
+	b.at(11, "GET:/items", policy.Allowed, 2)
+	b.at(13, "POST:/orders", policy.ParamFlow, 4)
+	b.at(14, "POST:/orders", policy.Shadow, 1)
 	b.now = fleetT0.Add(15 * time.Second)
 	if err := b.fleet.Publish(context.Background(), b.now); err != nil {
 		t.Fatal(err)
@@ -151,8 +152,8 @@ func TestFleetViewEndsAtOldestPublication(t *testing.T) {
 	if err := b.fleet.Publish(context.Background(), b.now); err != nil {
 		t.Fatal(err)
 	}
-	a.at(8, "GET:/items", "ok", 2)
-	a.at(12, "GET:/items", "ok", 5) // after b's last second
+	a.at(8, "GET:/items", policy.Allowed, 2)
+	a.at(12, "GET:/items", policy.Allowed, 5) // after b's last second
 	a.now = fleetT0.Add(13 * time.Second)
 	v := a.fleet.View(context.Background(), a.now)
 	if want := fleetT0.Unix() + 9; v.End != want {
@@ -170,7 +171,7 @@ func TestFleetViewEndsAtOldestPublication(t *testing.T) {
 // alone with the error; a record that is not one is counted, not shown.
 func TestFleetViewAlone(t *testing.T) {
 	alone := newReplica("pod-a", nil)
-	alone.at(3, "GET:/items", "ok", 1)
+	alone.at(3, "GET:/items", policy.Allowed, 1)
 	alone.now = fleetT0.Add(5 * time.Second)
 	v := alone.fleet.View(context.Background(), alone.now)
 	if v.Shared || len(v.Replicas) != 1 || !v.Replicas[0].Self || v.Total.AllowedTotal != 1 {
@@ -212,7 +213,7 @@ func TestFleetRecordBounded(t *testing.T) {
 	for s := range FleetPublished {
 		r.now = fleetT0.Add(time.Duration(s) * time.Second)
 		for _, n := range names {
-			r.m.Decision("ratelimit", "", n, "ok", 0)
+			r.m.Decision("ratelimit", "", n, policy.Allowed, 0)
 		}
 	}
 	rec := r.fleet.record(r.now.Add(time.Second))
@@ -264,12 +265,12 @@ func fmtErr(err error) string {
 func TestConsoleFleetEndpoint(t *testing.T) {
 	store := &memFleet{}
 	a, b := newReplica("pod-a", store), newReplica("pod-b", store)
-	b.at(2, "GET:/items", "ok", 4)
+	b.at(2, "GET:/items", policy.Allowed, 4)
 	b.now = fleetT0.Add(3 * time.Second)
 	if err := b.fleet.Publish(context.Background(), b.now); err != nil {
 		t.Fatal(err)
 	}
-	a.at(2, "GET:/items", "ok", 1)
+	a.at(2, "GET:/items", policy.Allowed, 1)
 	a.now = fleetT0.Add(4 * time.Second)
 	h := New(Options{Traffic: a.m.Snapshot, Fleet: a.fleet, Now: func() time.Time { return a.now }})
 	code, ctype, body := get(t, h, "/console/fleet")

@@ -9,7 +9,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/policy"
 )
 
@@ -28,14 +27,14 @@ const (
 // param and value are left out for authority blocks.
 func appendBody(b []byte, bl *policy.Block) []byte {
 	b = append(b, `{"blocked":`...)
-	b = appendJSONString(b, bl.Kind)
+	b = appendJSONString(b, bl.Kind.Label())
 	b = append(b, `,"rule":`...)
 	b = strconv.AppendInt(b, int64(bl.Rule), 10)
 	b = append(b, `,"resource":`...)
 	b = appendJSONString(b, bl.Resource)
 	b = append(b, `,"origin":`...)
 	b = appendJSONString(b, bl.Origin)
-	if bl.Kind == policy.ResultParamFlow {
+	if bl.Kind == policy.ParamFlow {
 		b = append(b, `,"param":`...)
 		b = appendJSONString(b, bl.Param)
 		b = append(b, `,"value":`...)
@@ -112,7 +111,7 @@ func headerOption(k, v string) *corev3.HeaderValueOption {
 	}
 }
 
-// quota is what the x-ratelimit-* headers say of one status, the same on both APIs (see
+// quota is what the x-ratelimit-* headers say of one limit, the same on both APIs (see
 // Envoy's XRateLimitHeaderUtils::populateHeaders, ratelimit filter, for what Envoy builds from a
 // rate-limit answer):
 //
@@ -134,8 +133,8 @@ type quota struct {
 	reset            int64 // seconds
 }
 
-func quotaOf(st *hotparam.Status) quota {
-	q := quota{limit: clamp32(st.Limit), reset: ceilSeconds(st.ResetAfter)}
+func quotaOf(st *policy.Limit) quota {
+	q := quota{limit: clamp32(st.Limit), reset: ceilSeconds(st.Reset)}
 	q.remaining = min(clamp32(st.Remaining), q.limit)
 	for _, u := range units {
 		if st.Duration == u.d {
@@ -146,7 +145,7 @@ func quotaOf(st *hotparam.Status) quota {
 	return q
 }
 
-// appendLimit appends the x-ratelimit-limit value Envoy builds for a single status (no name):
+// appendLimit appends the x-ratelimit-limit value Envoy builds for a single limit (no name):
 // "N" or, with a window, "N, N;w=W".
 func (q *quota) appendLimit(b []byte) []byte {
 	b = strconv.AppendUint(b, uint64(q.limit), 10)
@@ -160,7 +159,7 @@ func (q *quota) appendLimit(b []byte) []byte {
 }
 
 // rateHeaders appends the x-ratelimit-* headers of st, allocated together.
-func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.HeaderValueOption {
+func rateHeaders(h []*corev3.HeaderValueOption, st *policy.Limit) []*corev3.HeaderValueOption {
 	hs := new(struct {
 		opts [3]corev3.HeaderValueOption
 		vals [3]corev3.HeaderValue
@@ -176,7 +175,7 @@ func rateHeaders(h []*corev3.HeaderValueOption, st *hotparam.Status) []*corev3.H
 
 // rateHeaderValues sets vals to the x-ratelimit-limit, -remaining and -reset headers of st,
 // their three values slices of one string.
-func rateHeaderValues(vals *[3]corev3.HeaderValue, st *hotparam.Status) {
+func rateHeaderValues(vals *[3]corev3.HeaderValue, st *policy.Limit) {
 	q := quotaOf(st)
 	var buf [96]byte // the longest: 45 + 10 + 20 bytes
 	b := q.appendLimit(buf[:0])

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
-	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // TestQuota: what the x-ratelimit-* headers state of a status: remaining never above limit
@@ -22,33 +21,33 @@ func TestQuota(t *testing.T) {
 		unknown = rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 	)
 	tests := []struct {
-		st        hotparam.Status
+		st        policy.Limit
 		want      quota
 		wantLimit string
 	}{
-		{hotparam.Status{Limit: 5, Duration: time.Second, Remaining: 3, ResetAfter: 400 * time.Millisecond},
+		{policy.Limit{Limit: 5, Duration: time.Second, Remaining: 3, Reset: 400 * time.Millisecond},
 			quota{5, 3, sec, 1, 1}, "5, 5;w=1"},
 		// Burst: the bucket holds 6 of a limit of 5; the headers say 5.
-		{hotparam.Status{Limit: 5, Duration: time.Second, Remaining: 6, ResetAfter: 0},
+		{policy.Limit{Limit: 5, Duration: time.Second, Remaining: 6, Reset: 0},
 			quota{5, 5, sec, 1, 0}, "5, 5;w=1"},
-		{hotparam.Status{Limit: 3, Duration: time.Minute, Remaining: 2, ResetAfter: 20 * time.Second},
+		{policy.Limit{Limit: 3, Duration: time.Minute, Remaining: 2, Reset: 20 * time.Second},
 			quota{3, 2, minute, 60, 20}, "3, 3;w=60"},
-		{hotparam.Status{Limit: 3, Duration: time.Hour, Remaining: 0, ResetAfter: time.Hour + time.Nanosecond},
+		{policy.Limit{Limit: 3, Duration: time.Hour, Remaining: 0, Reset: time.Hour + time.Nanosecond},
 			quota{3, 0, hour, 3600, 3601}, "3, 3;w=3600"},
-		{hotparam.Status{Limit: 9, Duration: 24 * time.Hour, Remaining: 9},
+		{policy.Limit{Limit: 9, Duration: 24 * time.Hour, Remaining: 9},
 			quota{9, 9, day, 86400, 0}, "9, 9;w=86400"},
 		// Not a whole unit: no window, the count the remaining follows.
-		{hotparam.Status{Limit: 5, Duration: 2 * time.Second, Remaining: 4, ResetAfter: 1500 * time.Millisecond},
+		{policy.Limit{Limit: 5, Duration: 2 * time.Second, Remaining: 4, Reset: 1500 * time.Millisecond},
 			quota{5, 4, unknown, 0, 2}, "5"},
-		{hotparam.Status{Limit: 90, Duration: 90 * time.Second, Remaining: 89, ResetAfter: time.Second},
+		{policy.Limit{Limit: 90, Duration: 90 * time.Second, Remaining: 89, Reset: time.Second},
 			quota{90, 89, unknown, 0, 1}, "90"},
-		{hotparam.Status{Limit: 2, Duration: 2 * time.Minute, Remaining: 1},
+		{policy.Limit{Limit: 2, Duration: 2 * time.Minute, Remaining: 1},
 			quota{2, 1, unknown, 0, 0}, "2"},
 		// Concurrency: no duration.
-		{hotparam.Status{Limit: 3, Remaining: 1}, quota{3, 1, unknown, 0, 0}, "3"},
-		{hotparam.Status{Limit: 1 << 40, Duration: time.Second, Remaining: 1 << 40},
+		{policy.Limit{Limit: 3, Remaining: 1}, quota{3, 1, unknown, 0, 0}, "3"},
+		{policy.Limit{Limit: 1 << 40, Duration: time.Second, Remaining: 1 << 40},
 			quota{math.MaxUint32, math.MaxUint32, sec, 1, 0}, "4294967295, 4294967295;w=1"},
-		{hotparam.Status{Limit: 0, Duration: time.Second, Remaining: -1, ResetAfter: -time.Second},
+		{policy.Limit{Limit: 0, Duration: time.Second, Remaining: -1, Reset: -time.Second},
 			quota{0, 0, sec, 1, 0}, "0, 0;w=1"},
 	}
 	for _, tt := range tests {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/policy"
 )
 
@@ -37,12 +36,12 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	v := &sc.verdict
 	s.policy.Decide(ctx, r, v)
 
-	switch v.Kind {
+	switch v.Outcome {
 	case policy.Invalid:
 		return denied(typev3.StatusCode_BadRequest, nil, errorBody(v.Err.Error())), nil
 	case policy.Authority:
 		return denied(typev3.StatusCode_Forbidden, nil, string(appendBody(nil, &v.Block))), nil
-	case policy.ParamFlow:
+	case policy.ParamFlow, policy.QueueFull, policy.ShuttingDown:
 		h := make([]*corev3.HeaderValueOption, 0, 6)
 		h = append(h, headerOption(HeaderRetryAfter, itoa(retryAfter(v.RetryAfter))))
 		if isGRPC(req) {
@@ -51,16 +50,16 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			// rate_limited_as_resource_exhausted, for ext_authz).
 			h = append(h, headerOption(HeaderGRPCStatus, grpcResourceExhausted))
 		}
-		if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
-			h = rateHeaders(h, &v.Statuses[0])
+		if len(v.Limits) > 0 && v.Limits[0].Rule >= 0 {
+			h = rateHeaders(h, &v.Limits[0])
 		}
 		return denied(typev3.StatusCode_TooManyRequests, h, string(appendBody(nil, &v.Block))), nil
 	case policy.Cancelled:
 		return nil, status.FromContextError(v.Err).Err()
 	}
-	var st *hotparam.Status
-	if len(v.Statuses) > 0 && v.Statuses[0].Rule >= 0 {
-		st = &v.Statuses[0]
+	var st *policy.Limit
+	if len(v.Limits) > 0 && v.Limits[0].Rule >= 0 {
+		st = &v.Limits[0]
 	}
 	resp := allowed(st, s.mapper.HeadersToRemove())
 	s.setIdentity(resp, &sc.entries[0], v.Rules)
@@ -81,7 +80,7 @@ type okAnswer struct {
 
 // allowed is an OK answer: the x-ratelimit-* headers of st (when not nil) for the client,
 // remove taken off the request before the upstream.
-func allowed(st *hotparam.Status, remove []string) *authv3.CheckResponse {
+func allowed(st *policy.Limit, remove []string) *authv3.CheckResponse {
 	a := &okAnswer{}
 	a.status.Code = int32(codes.OK)
 	a.resp.Status = &a.status

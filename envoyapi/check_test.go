@@ -109,7 +109,7 @@ func TestCheckAnswers(t *testing.T) {
 	if resp.GetStatus().GetCode() != int32(codes.OK) || resp.GetOkResponse() == nil || len(resp.GetOkResponse().GetResponseHeadersToAdd()) != 0 {
 		t.Errorf("unruled request: %v, want OK without headers", resp)
 	}
-	if got, want := r.rec.last(), (decision{policy.APICheck, "", "", policy.ResultOK}); got != want {
+	if got, want := r.rec.last(), (decision{policy.APICheck, "", "", policy.Allowed}); got != want {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
 
@@ -143,7 +143,7 @@ func TestCheckAnswers(t *testing.T) {
 			if h := resp.GetOkResponse().GetHeaders(); len(h) != 0 {
 				t.Errorf("step %d: headers %v sent upstream, want none", i, h)
 			}
-			if got, want := r.rec.last(), (decision{policy.APICheck, "", "GET:/buy", policy.ResultOK}); got != want {
+			if got, want := r.rec.last(), (decision{policy.APICheck, "", "GET:/buy", policy.Allowed}); got != want {
 				t.Errorf("step %d: recorded %+v, want %+v", i, got, want)
 			}
 			continue
@@ -163,7 +163,7 @@ func TestCheckAnswers(t *testing.T) {
 		if got != want {
 			t.Errorf("step %d: body %+v, want %+v", i, got, want)
 		}
-		if got, want := r.rec.last(), (decision{policy.APICheck, "", "GET:/buy", policy.ResultParamFlow}); got != want {
+		if got, want := r.rec.last(), (decision{policy.APICheck, "", "GET:/buy", policy.ParamFlow}); got != want {
 			t.Errorf("step %d: recorded %+v, want %+v", i, got, want)
 		}
 	}
@@ -224,7 +224,7 @@ func TestCheckAuthority(t *testing.T) {
 			if h[HeaderContentType] != "application/json" || h[HeaderRetryAfter] != "" {
 				t.Errorf("%s: headers %v, want content-type only", tt.name, h)
 			}
-			if got, want := r.rec.last(), (decision{policy.APICheck, "", tt.want.Resource, policy.ResultAuthority}); got != want {
+			if got, want := r.rec.last(), (decision{policy.APICheck, "", tt.want.Resource, policy.Authority}); got != want {
 				t.Errorf("%s: recorded %+v, want %+v", tt.name, got, want)
 			}
 		}
@@ -241,7 +241,7 @@ func TestCheckShadow(t *testing.T) {
 		paramFlow: []hotparam.Rule{rule},
 	})
 	req := httpReq{headers: map[string]string{"x-user": "u9"}}
-	for i, want := range []string{policy.ResultOK, policy.ResultShadow, policy.ResultShadow} {
+	for i, want := range []policy.Outcome{policy.Allowed, policy.Shadow, policy.Shadow} {
 		resp, err := r.auth.Check(ctx(t), req.build())
 		if err != nil {
 			t.Fatal(err)
@@ -284,7 +284,7 @@ func TestCheckMalformed(t *testing.T) {
 			t.Errorf("%s: error %v, want code %v", tt.name, err, tt.wantCode)
 			continue
 		}
-		if got, want := r.rec.last(), (decision{policy.APICheck, "", "", policy.ResultInvalid}); got != want {
+		if got, want := r.rec.last(), (decision{policy.APICheck, "", "", policy.Invalid}); got != want {
 			t.Errorf("%s: recorded %+v, want %+v", tt.name, got, want)
 		}
 		if err != nil {

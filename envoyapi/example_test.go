@@ -12,6 +12,7 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -31,8 +32,10 @@ func Example() {
 
 	s := envoyapi.New(envoyapi.Options{
 		Mapper: mapper,
-		Rules:  func() *rulestore.Set { return set },
-		Now:    func() time.Time { return now },
+		Policy: policy.Options{
+			Rules: func() *rulestore.Set { return set },
+			Now:   func() time.Time { return now },
+		},
 	})
 	g := grpc.NewServer()
 	s.Register(g) // then g.Serve(listener)

@@ -43,7 +43,10 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-type decision struct{ api, domain, resource, result string }
+type decision struct {
+	api, domain, resource string
+	result                policy.Outcome
+}
 
 // recorder is a Recorder that keeps what it is told.
 type recorder struct {
@@ -55,7 +58,7 @@ type recorder struct {
 
 var _ policy.Recorder = (*recorder)(nil)
 
-func (r *recorder) Decision(api, domain, resource, result string, _ time.Duration) {
+func (r *recorder) Decision(api, domain, resource string, result policy.Outcome, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastSeen = decision{api, domain, resource, result}
@@ -115,14 +118,16 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	r := &rig{clock: &clock{t: t0}, rec: &recorder{}}
 	r.srv = New(Options{
 		Mapper: m,
-		Rules: func() *rulestore.Set {
-			if cfg.noRules {
-				return nil
-			}
-			return set
+		Policy: policy.Options{
+			Rules: func() *rulestore.Set {
+				if cfg.noRules {
+					return nil
+				}
+				return set
+			},
+			Now:      r.clock.Now,
+			Recorder: r.rec,
 		},
-		Now:      r.clock.Now,
-		Recorder: r.rec,
 	})
 	conn := serve(t, r.srv.Register)
 	r.auth = authv3.NewAuthorizationClient(conn)

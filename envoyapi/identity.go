@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/rulestore"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // MetadataNamespace is the dynamic-metadata namespace of an allowed Check's identity: Envoy's
@@ -48,15 +48,14 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 // in the metadata. The struct is encoded directly into resp's unknown fields, as the bytes
 // proto.Marshal writes for CheckResponse.dynamic_metadata: one allocation, where a structpb
 // message costs two a field and a map; resp.GetDynamicMetadata stays nil until decoded.
-func (s *Server) setIdentity(resp *authv3.CheckResponse, e *descriptors.Entry, set *rulestore.Set) {
-	read := s.readParams(set)[e.Resource]
+func (s *Server) setIdentity(resp *authv3.CheckResponse, e *descriptors.Entry, rules *policy.Rules) {
 	var buf [8]metaField
 	fields := append(buf[:0], metaField{key: MetadataResource, one: validUTF8(e.Resource)})
 	if e.Origin != "" {
 		fields = append(fields, metaField{key: MetadataOrigin, one: validUTF8(e.Origin)})
 	}
 	for _, p := range e.Params {
-		if !read[p.Name] || p.Name == MetadataResource || p.Name == MetadataOrigin {
+		if !rules.Reads(e.Resource, p.Name) || p.Name == MetadataResource || p.Name == MetadataOrigin {
 			continue
 		}
 		f := metaField{key: validUTF8(p.Name)}
@@ -149,31 +148,6 @@ func validUTF8(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// paramIndex is, for one rule set, the params the param-flow rules of each resource read.
-type paramIndex struct {
-	set    *rulestore.Set
-	params map[string]map[string]bool
-}
-
-// readParams returns the params each resource's rules read in set, built once per set.
-func (s *Server) readParams(set *rulestore.Set) map[string]map[string]bool {
-	if set == nil {
-		return nil
-	}
-	if c := s.paramIndex.Load(); c != nil && c.set == set {
-		return c.params
-	}
-	idx := map[string]map[string]bool{}
-	for _, r := range set.Rules.ParamFlow {
-		if idx[r.Resource] == nil {
-			idx[r.Resource] = map[string]bool{}
-		}
-		idx[r.Resource][r.Param] = true
-	}
-	s.paramIndex.Store(&paramIndex{set: set, params: idx})
-	return idx
 }
 
 func (s *Server) redact(param, value string) string {

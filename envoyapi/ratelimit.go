@@ -2,7 +2,6 @@ package envoyapi
 
 import (
 	"context"
-	"strconv"
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -11,9 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/extauthz/extauthz/descriptors"
-	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/policy"
-	"github.com/extauthz/extauthz/rulestore"
 )
 
 // ShouldRateLimit answers Envoy's rate-limit filter. Every descriptor is one entry; all of them
@@ -46,7 +43,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	s.policy.Decide(ctx, r, v)
 
 	n := len(req.GetDescriptors())
-	switch v.Kind {
+	switch v.Outcome {
 	case policy.Invalid:
 		resp := s.codec.Answer(n)
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -69,10 +66,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.FromContextError(v.Err).Err()
 	}
 	resp := s.codec.Answer(n)
-	if v.Statuses != nil {
-		fillStatuses(resp, s.limits(v.Rules), v.Statuses)
+	if v.Limits != nil {
+		fillStatuses(resp, s.limits(v.Rules), v.Limits)
 	}
-	if v.Kind == policy.ParamFlow {
+	if v.Outcome == policy.ParamFlow || v.Outcome == policy.QueueFull || v.Outcome == policy.ShuttingDown {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.Statuses[v.At].Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		resp.RawBody = appendBody(nil, &v.Block)
@@ -88,7 +85,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 // whose descriptor a rule applied to. The current_limit and duration_until_reset messages are
 // shared between answers (see limitCache and resetDuration): they are never changed once made,
 // and gRPC only reads them.
-func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []hotparam.Status) {
+func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []policy.Limit) {
 	for i := range st {
 		s := &st[i]
 		if s.Rule < 0 {
@@ -96,37 +93,33 @@ func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []hotpar
 		}
 		q := quotaOf(s)
 		ds := resp.Statuses[i]
-		ds.CurrentLimit = limits.get(s.Rule, &q)
+		ds.CurrentLimit = limits.get(s, &q)
 		ds.LimitRemaining = q.remaining
 		ds.DurationUntilReset = resetDuration(q.reset)
 	}
 }
 
-// limits returns the current_limit cache of set, made once per rule set.
-func (s *Server) limits(set *rulestore.Set) *limitCache {
-	if c := s.limitCache.Load(); c != nil && c.set == set {
+// limits returns the current_limit cache of rules, made once per rule set.
+func (s *Server) limits(rules *policy.Rules) *limitCache {
+	if c := s.limitCache.Load(); c != nil && c.rules == rules {
 		return c
 	}
-	var rs []hotparam.Rule
-	if set.ParamFlow != nil {
-		rs = set.ParamFlow.Rules()
-	}
-	c := &limitCache{set: set, rules: rs, limits: make([]atomic.Pointer[rlsv3.RateLimitResponse_RateLimit], len(rs))}
+	c := &limitCache{rules: rules, limits: make([]atomic.Pointer[rlsv3.RateLimitResponse_RateLimit], rules.LimitRules())}
 	s.limitCache.Store(c)
 	return c
 }
 
 // limitCache holds, per param-flow rule of one rule set, the current_limit message of the
-// rule's own count (made on first use), named "param_flow[INDEX] RESOURCE PARAM".
+// rule's own count (made on first use), named as policy.Limit.Name names it.
 type limitCache struct {
-	set    *rulestore.Set
-	rules  []hotparam.Rule
+	rules  *policy.Rules
 	limits []atomic.Pointer[rlsv3.RateLimitResponse_RateLimit]
 }
 
-// get returns the current_limit of q under rule: the shared one when q states it, a new one
-// (an exception item's count) otherwise.
-func (c *limitCache) get(rule int, q *quota) *rlsv3.RateLimitResponse_RateLimit {
+// get returns the current_limit of q under st's rule: the shared one when q states it, a new
+// one (an exception item's count) otherwise.
+func (c *limitCache) get(st *policy.Limit, q *quota) *rlsv3.RateLimitResponse_RateLimit {
+	rule := st.Rule
 	if rule >= len(c.limits) {
 		return &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: q.limit, Unit: q.unit}
 	}
@@ -135,14 +128,7 @@ func (c *limitCache) get(rule int, q *quota) *rlsv3.RateLimitResponse_RateLimit 
 	if l != nil && l.RequestsPerUnit == q.limit && l.Unit == q.unit {
 		return l
 	}
-	var name string
-	if l != nil {
-		name = l.Name
-	} else {
-		r := &c.rules[rule]
-		name = "param_flow[" + strconv.Itoa(rule) + "] " + r.Resource + " " + r.Param
-	}
-	n := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: q.limit, Unit: q.unit}
+	n := &rlsv3.RateLimitResponse_RateLimit{Name: st.Name, RequestsPerUnit: q.limit, Unit: q.unit}
 	if l == nil {
 		p.CompareAndSwap(nil, n)
 	}

@@ -97,7 +97,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	// item: 3 per minute, 2 left, full again in 20s. user: 90 per 90s is 1 per second,
 	// stated per DAY (86400), 89 left, full in 1s. The tighter (fewer left) is item's.
 	sameStatuses(t, "first", brief(resp), []dstatus{{ok, itemLimit, 2, 20 * time.Second}, {code: ok}})
-	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "order", policy.ResultOK}); got != want {
+	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "order", policy.Allowed}); got != want {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
 
@@ -124,7 +124,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	if h := respHeaders(resp); h[HeaderRetryAfter] != "1" || h[HeaderContentType] != "application/json" {
 		t.Errorf("response headers %v, want retry-after 1 and JSON", h)
 	}
-	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "pay", policy.ResultParamFlow}); got != want {
+	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "pay", policy.ParamFlow}); got != want {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
 
@@ -141,7 +141,7 @@ func TestRateLimitAnswers(t *testing.T) {
 	if b := decodeBody(t, string(resp.GetRawBody())); b.Blocked != "authority" || b.Origin != "stranger" || b.Reason != "not_in_white_list" {
 		t.Errorf("body %+v, want an authority block of stranger", b)
 	}
-	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "pay", policy.ResultAuthority}); got != want {
+	if got, want := r.rec.last(), (decision{policy.APIRateLimit, "shop", "pay", policy.Authority}); got != want {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
 	// Item i1 has 2 tokens plus what 2s refilled (3 per minute: 0.1 token); this call spends
@@ -225,7 +225,7 @@ func TestRateLimitHits(t *testing.T) {
 func TestRateLimitShadow(t *testing.T) {
 	rule := hotparam.Rule{Resource: "r", Param: "k", Count: 1, Duration: time.Second, Shadow: true}
 	r := newRig(t, rigConfig{paramFlow: []hotparam.Rule{rule}})
-	for i, want := range []string{policy.ResultOK, policy.ResultShadow} {
+	for i, want := range []policy.Outcome{policy.Allowed, policy.Shadow} {
 		resp, err := r.rls.ShouldRateLimit(ctx(t), rlReq("dom", desc("resource", "r", "k", "v")))
 		if err != nil || resp.GetOverallCode() != ok {
 			t.Fatalf("call %d: %v, %v; want OK", i, resp, err)
@@ -273,8 +273,8 @@ func TestRateLimitMalformed(t *testing.T) {
 			t.Errorf("%s: error %v, want code %v", tt.name, err, tt.wantCode)
 			continue
 		}
-		if got := r.rec.last().result; got != policy.ResultInvalid {
-			t.Errorf("%s: recorded %q, want %q", tt.name, got, policy.ResultInvalid)
+		if got := r.rec.last().result; got != policy.Invalid {
+			t.Errorf("%s: recorded %q, want %q", tt.name, got, policy.Invalid)
 		}
 		if err != nil {
 			continue

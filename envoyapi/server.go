@@ -9,7 +9,7 @@
 // descriptors or more than descriptors.MaxDescriptors, more than descriptors.MaxEntries entries
 // in a descriptor, an empty or over-long key, a value, resource, origin or domain longer than
 // descriptors.MaxLen, a param with more than descriptors.MaxValues values, a hits_addend above
-// the largest int64) is refused, counted as policy.ResultInvalid and answered with a JSON body
+// the largest int64) is refused, counted as policy.Invalid and answered with a JSON body
 // {"error": ...} naming the field at fault: ext_authz denies it with HTTP 400; the rate-limit
 // service answers OVER_LIMIT, with the descriptor at fault OVER_LIMIT and the others OK, or
 // every descriptor OVER_LIMIT when the request as a whole is at fault. Nothing is consumed.
@@ -21,7 +21,7 @@
 //
 // The decision itself is package policy's: the handlers here translate Envoy's request into a
 // policy.Request and render the policy.Verdict in Envoy's terms. In a dry run
-// (Options.Decision.DryRun) nothing above is refused: every call is answered as allowed, with
+// (Options.Policy.DryRun) nothing above is refused: every call is answered as allowed, with
 // the real x-ratelimit numbers.
 //
 // A throttled request is answered after its wait, never past the call's deadline: the deadline,
@@ -43,22 +43,15 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/policy"
-	"github.com/extauthz/extauthz/rulestore"
 )
 
 // Options configure a Server.
 type Options struct {
 	// Mapper maps requests to entries; nil means descriptors.New(descriptors.Config{}).
 	Mapper *descriptors.Mapper
-	// Rules returns the rules in force (rulestore.Store.Current); required. A nil *Set means
-	// no rules.
-	Rules func() *rulestore.Set
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Recorder receives metrics; nil means none.
-	Recorder policy.Recorder
-	// Decision is the decision section of the config (throttle queue cap, dry run).
-	Decision policy.Config
+	// Policy configures the decisions: the rules in force (required), the clock, the metrics
+	// and the decision section of the config (throttle queue cap, dry run).
+	Policy policy.Options
 	// Redact gives the value of a param as it may be shown outside the service (the keyed
 	// hash of a sensitive param's, redact.Redactor.Value); nil shows values as they are. An
 	// allowed Check's identity metadata goes through it.
@@ -77,7 +70,6 @@ type Server struct {
 	policy     *policy.Decider
 	pool       sync.Pool                  // of *scratch
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
-	paramIndex atomic.Pointer[paramIndex] // params read per resource in the last rule set seen
 	redactFn   func(param, value string) string
 	codec      *wire.Codec // the rate-limit answers come from its pool
 }
@@ -94,14 +86,12 @@ type scratch struct {
 	entries []descriptors.Entry
 }
 
-// New builds a Server. It panics if opts.Rules is nil.
+// New builds a Server. It panics if opts.Policy.Rules is nil.
 func New(opts Options) *Server {
-	if opts.Rules == nil {
-		panic("envoyapi: Options.Rules is nil")
+	if opts.Policy.Rules == nil {
+		panic("envoyapi: Options.Policy.Rules is nil")
 	}
-	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, codec: opts.Codec, policy: policy.New(policy.Options{
-		Rules: opts.Rules, Now: opts.Now, Recorder: opts.Recorder, Config: opts.Decision,
-	})}
+	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, codec: opts.Codec, policy: policy.New(opts.Policy)}
 	if s.mapper == nil {
 		m, err := descriptors.New(descriptors.Config{})
 		if err != nil {

@@ -77,11 +77,11 @@ func TestCheckThrottle(t *testing.T) {
 		t.Errorf("cancelled during the wait: %v, want Canceled", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for r.rec.last().result != policy.ResultCancelled && time.Now().Before(deadline) {
+	for r.rec.last().result != policy.Cancelled && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := r.rec.last(); got.result != policy.ResultCancelled {
-		t.Errorf("recorded %+v, want result %q", got, policy.ResultCancelled)
+	if got := r.rec.last(); got.result != policy.Cancelled {
+		t.Errorf("recorded %+v, want result %q", got, policy.Cancelled)
 	}
 }
 

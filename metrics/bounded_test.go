@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // clock is a settable clock for Options.Now.
@@ -75,7 +76,7 @@ func TestScrapeBoundedWith100kRules(t *testing.T) {
 	names, rules, stats := manyRules(n)
 	m := New(Options{RuleStats: func() ([]hotparam.Rule, []hotparam.RuleStats) { return rules, stats }})
 	m.SetResources(names)
-	results := []string{"ok", "param_flow", "authority"}
+	results := []policy.Outcome{policy.Allowed, policy.ParamFlow, policy.Authority}
 	recorded := 0
 	for i, name := range names {
 		m.Decision("ratelimit", []string{"edge", "internal"}[i%2], name, results[i%3], time.Millisecond)
@@ -122,28 +123,28 @@ func TestResourceCapHandsIdleLabels(t *testing.T) {
 		return map[string]string{"resource": resource, "result": "ok"}
 	}
 
-	m.Decision("ext_authz", "", "a", "ok", 0)
-	m.Decision("ext_authz", "", "b", "ok", 0)
-	m.Decision("ext_authz", "", "c", "ok", 0) // past the cap
-	m.Decision("ext_authz", "", "c", "ok", 0)
+	m.Decision("ext_authz", "", "a", policy.Allowed, 0)
+	m.Decision("ext_authz", "", "b", policy.Allowed, 0)
+	m.Decision("ext_authz", "", "c", policy.Allowed, 0) // past the cap
+	m.Decision("ext_authz", "", "c", policy.Allowed, 0)
 	if got := counter(t, m, "extauthz_decisions_total", with(Other)); got != 2 {
 		t.Errorf("other = %v, want 2 (c past the cap)", got)
 	}
 
 	// b stays busy, a goes idle for a whole Window: at the next scrape c takes a's label.
 	clk.add(Window - time.Second)
-	m.Decision("ext_authz", "", "b", "ok", 0)
-	m.Decision("ext_authz", "", "c", "ok", 0)
+	m.Decision("ext_authz", "", "b", policy.Allowed, 0)
+	m.Decision("ext_authz", "", "c", policy.Allowed, 0)
 	clk.add(2 * time.Second)
-	m.Decision("ext_authz", "", "c", "ok", 0)
+	m.Decision("ext_authz", "", "c", policy.Allowed, 0)
 	if got, want := counter(t, m, "extauthz_resources_aggregated", nil), 1.0; got != want {
 		t.Errorf("aggregated = %v, want %v", got, want)
 	}
 	if find(t, m, "extauthz_decisions_total", with("a")) != nil {
 		t.Error("the idle resource a kept its series")
 	}
-	m.Decision("ext_authz", "", "c", "ok", 0)
-	m.Decision("ext_authz", "", "a", "ok", 0) // a now goes to Other
+	m.Decision("ext_authz", "", "c", policy.Allowed, 0)
+	m.Decision("ext_authz", "", "a", policy.Allowed, 0) // a now goes to Other
 	tests := []struct {
 		resource string
 		want     float64
@@ -172,7 +173,7 @@ func TestResourceCapHandsIdleLabels(t *testing.T) {
 	if find(t, m, "extauthz_decisions_total", with("c")) != nil {
 		t.Error("a resource dropped by a reload kept its series")
 	}
-	m.Decision("ext_authz", "", "a", "ok", 0)
+	m.Decision("ext_authz", "", "a", policy.Allowed, 0)
 	if got := counter(t, m, "extauthz_decisions_total", with("a")); got != 1 {
 		t.Errorf("a after the reload freed a label = %v, want 1", got)
 	}
@@ -222,14 +223,14 @@ func TestSnapshot(t *testing.T) {
 	open := false
 	m := New(Options{NoRuntime: true, Now: clk.now, BreakerOpen: func() bool { return open }})
 	m.SetResources([]string{"GET:/a"})
-	for _, r := range []string{"ok", "ok", "ok", "param_flow", "shadow"} {
+	for _, r := range []policy.Outcome{policy.Allowed, policy.Allowed, policy.Allowed, policy.ParamFlow, policy.Shadow} {
 		m.Decision("ratelimit", "edge", "GET:/a", r, 0)
 	}
-	m.Decision("ext_authz", "", "GET:/nameless", "ok", 0)
+	m.Decision("ext_authz", "", "GET:/nameless", policy.Allowed, 0)
 	clk.add(2 * time.Second)
-	m.Decision("ext_authz", "", "GET:/a", "authority", 0)
-	m.Decision("ext_authz", "", "GET:/a", "invalid", 0)
-	m.Decision("ext_authz", "", "GET:/a", "cancelled", 0)
+	m.Decision("ext_authz", "", "GET:/a", policy.Authority, 0)
+	m.Decision("ext_authz", "", "GET:/a", policy.Invalid, 0)
+	m.Decision("ext_authz", "", "GET:/a", policy.Cancelled, 0)
 	m.RedisCall(0, nil)
 	m.RedisCall(0, io.EOF)
 	m.RedisFallback("local")
@@ -287,7 +288,7 @@ func TestConcurrentDecisionsAndScrapes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
-				m.Decision("ext_authz", "", names[(w+i)%len(names)], "ok", 0)
+				m.Decision("ext_authz", "", names[(w+i)%len(names)], policy.Allowed, 0)
 			}
 		}()
 	}
@@ -326,7 +327,7 @@ func BenchmarkScrape100kRules(b *testing.B) {
 	m := New(Options{RuleStats: func() ([]hotparam.Rule, []hotparam.RuleStats) { return rules, stats }})
 	m.SetResources(names)
 	for i, name := range names {
-		m.Decision("ratelimit", "edge", name, []string{"ok", "param_flow"}[i%2], time.Millisecond)
+		m.Decision("ratelimit", "edge", name, []policy.Outcome{policy.Allowed, policy.ParamFlow}[i%2], time.Millisecond)
 	}
 	h := promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{})
 	stop := make(chan struct{})
@@ -340,7 +341,7 @@ func BenchmarkScrape100kRules(b *testing.B) {
 				return
 			default:
 			}
-			m.Decision("ratelimit", "edge", names[i%len(names)], "ok", time.Millisecond)
+			m.Decision("ratelimit", "edge", names[i%len(names)], policy.Allowed, time.Millisecond)
 		}
 	}()
 	b.ReportAllocs()
@@ -361,7 +362,7 @@ func TestSweepDeletesStraySeries(t *testing.T) {
 	clk := newClock(t0)
 	m := New(Options{NoRuntime: true, MaxResources: 1, Now: clk.now})
 	m.SetResources([]string{"a", "b"})
-	m.Decision("ext_authz", "", "a", "ok", 0) // a takes the one label
+	m.Decision("ext_authz", "", "a", policy.Allowed, 0) // a takes the one label
 	// What the losing side of the race leaves: a series for b, which has no label. A scrape
 	// (which runs the rebalance beside the other collectors) deletes it for the next ones.
 	for range 2 {

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/policy"
 )
 
 func Example() {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	m.SetResources([]string{"POST:/order"}) // the resources the rules in force name
-	m.Decision("ratelimit", "edge", "POST:/order", "param_flow", 300*time.Microsecond)
-	m.Decision("ratelimit", "edge", "GET:/anything", "ok", 100*time.Microsecond)
+	m.Decision("ratelimit", "edge", "POST:/order", policy.ParamFlow, 300*time.Microsecond)
+	m.Decision("ratelimit", "edge", "GET:/anything", policy.Allowed, 100*time.Microsecond)
 
 	families, _ := m.Registry().Gather()
 	for _, f := range families {
@@ -35,10 +36,10 @@ func ExampleMetrics_Snapshot() {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	m := metrics.New(metrics.Options{NoRuntime: true, Now: func() time.Time { return now }})
 	m.SetResources([]string{"POST:/order"})
-	m.Decision("ratelimit", "edge", "POST:/order", "ok", 0)
-	m.Decision("ratelimit", "edge", "POST:/order", "param_flow", 0)
+	m.Decision("ratelimit", "edge", "POST:/order", policy.Allowed, 0)
+	m.Decision("ratelimit", "edge", "POST:/order", policy.ParamFlow, 0)
 	now = now.Add(time.Second)
-	m.Decision("ratelimit", "edge", "POST:/order", "ok", 0)
+	m.Decision("ratelimit", "edge", "POST:/order", policy.Allowed, 0)
 
 	for _, t := range m.Snapshot(now).Resources {
 		n := len(t.Allowed)

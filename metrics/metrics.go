@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // Other is the label value that stands for every resource not named by the rules in force or
@@ -269,15 +270,16 @@ func (m *Metrics) domainLabel(domain string) string {
 	return domain
 }
 
-// Decision records one answer of api (ext_authz or ratelimit) for resource, with its result and
-// the time it took, and counts it in the resource's per-second counts. domain is the rate-limit
-// domain ("" for ext_authz); resource is "" when no rule applied, and counted as Other when
-// the rules in force do not name it or it is past the cap on resources.
-func (m *Metrics) Decision(api, domain, resource, result string, latency time.Duration) {
-	label := m.label(resource, kindOf(result))
+// Decision records one answer of api (ext_authz or ratelimit) for resource, with its outcome
+// (counted under outcome.Label()) and the time it took, and counts it in the resource's
+// per-second counts. domain is the rate-limit domain ("" for ext_authz); resource is "" when
+// no rule applied, and counted as Other when the rules in force do not name it or it is past
+// the cap on resources. Decision implements policy.Recorder.
+func (m *Metrics) Decision(api, domain, resource string, outcome policy.Outcome, latency time.Duration) {
+	label := m.label(resource, kindOf(outcome))
 	// GetMetricWithLabelValues rather than WithLabelValues: a label value that is not valid
 	// UTF-8 is an error to drop, never a panic on the request path.
-	if c, err := m.decisions.GetMetricWithLabelValues(api, m.domainLabel(domain), label, result); err == nil {
+	if c, err := m.decisions.GetMetricWithLabelValues(api, m.domainLabel(domain), label, outcome.Label()); err == nil {
 		c.Inc()
 	}
 	if h, err := m.latency.GetMetricWithLabelValues(api); err == nil {

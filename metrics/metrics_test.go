@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/policy"
 )
 
 // find returns the metric of family name whose labels include want, or nil.
@@ -72,23 +73,23 @@ func TestDecisionLabels(t *testing.T) {
 	m := New(Options{NoRuntime: true})
 	m.SetResources([]string{"GET:/hello", "POST:/order"})
 
-	m.Decision("check", "", "GET:/hello", "ok", time.Millisecond)
-	m.Decision("check", "", "GET:/hello", "ok", time.Millisecond)
-	m.Decision("check", "", "GET:/hello", "denied", time.Millisecond)
-	m.Decision("ratelimit", "edge", "POST:/order", "over_limit", 2*time.Millisecond)
+	m.Decision("check", "", "GET:/hello", policy.Allowed, time.Millisecond)
+	m.Decision("check", "", "GET:/hello", policy.Allowed, time.Millisecond)
+	m.Decision("check", "", "GET:/hello", policy.Authority, time.Millisecond)
+	m.Decision("ratelimit", "edge", "POST:/order", policy.ParamFlow, 2*time.Millisecond)
 	// Resources not named by the rules share one label value.
-	m.Decision("check", "", "GET:/random/1", "ok", time.Millisecond)
-	m.Decision("check", "", "GET:/random/2", "ok", time.Millisecond)
+	m.Decision("check", "", "GET:/random/1", policy.Allowed, time.Millisecond)
+	m.Decision("check", "", "GET:/random/2", policy.Allowed, time.Millisecond)
 	// No rule applied: its own label value.
-	m.Decision("check", "", "", "ok", time.Millisecond)
+	m.Decision("check", "", "", policy.Allowed, time.Millisecond)
 
 	tests := []struct {
 		labels map[string]string
 		want   float64
 	}{
 		{map[string]string{"api": "check", "domain": "", "resource": "GET:/hello", "result": "ok"}, 2},
-		{map[string]string{"api": "check", "domain": "", "resource": "GET:/hello", "result": "denied"}, 1},
-		{map[string]string{"api": "ratelimit", "domain": "edge", "resource": "POST:/order", "result": "over_limit"}, 1},
+		{map[string]string{"api": "check", "domain": "", "resource": "GET:/hello", "result": "authority"}, 1},
+		{map[string]string{"api": "ratelimit", "domain": "edge", "resource": "POST:/order", "result": "param_flow"}, 1},
 		{map[string]string{"api": "check", "domain": "", "resource": Other, "result": "ok"}, 2},
 		{map[string]string{"api": "check", "domain": "", "resource": "", "result": "ok"}, 1},
 	}
@@ -114,7 +115,7 @@ func TestDecisionLabels(t *testing.T) {
 
 	// A reload that drops a resource sends it to Other from then on.
 	m.SetResources([]string{"POST:/order"})
-	m.Decision("check", "", "GET:/hello", "ok", time.Millisecond)
+	m.Decision("check", "", "GET:/hello", policy.Allowed, time.Millisecond)
 	if got, want := counter(t, m, "extauthz_decisions_total", map[string]string{"resource": Other, "result": "ok"}), 3.0; got != want {
 		t.Errorf("other after reload = %v, want %v", got, want)
 	}
@@ -124,7 +125,7 @@ func TestDomainsBounded(t *testing.T) {
 	m := New(Options{NoRuntime: true})
 	m.SetResources([]string{"r"})
 	for i := 0; i < MaxDomains+10; i++ {
-		m.Decision("ratelimit", fmt.Sprintf("d%d", i), "r", "ok", 0)
+		m.Decision("ratelimit", fmt.Sprintf("d%d", i), "r", policy.Allowed, 0)
 	}
 	if got, want := counter(t, m, "extauthz_decisions_total", map[string]string{"domain": Other}), 10.0; got != want {
 		t.Errorf("decisions in domain %q = %v, want %v", Other, got, want)
@@ -133,7 +134,7 @@ func TestDomainsBounded(t *testing.T) {
 		t.Errorf("series = %d, want %d", got, want)
 	}
 	// A domain seen before the cap keeps its own label.
-	m.Decision("ratelimit", "d0", "r", "ok", 0)
+	m.Decision("ratelimit", "d0", "r", policy.Allowed, 0)
 	if got, want := counter(t, m, "extauthz_decisions_total", map[string]string{"domain": "d0"}), 2.0; got != want {
 		t.Errorf("decisions in d0 = %v, want %v", got, want)
 	}
@@ -149,7 +150,7 @@ func TestDomainsBoundedConcurrently(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				m.Decision("ratelimit", fmt.Sprintf("w%d-d%d", w, i), "r", "ok", 0)
+				m.Decision("ratelimit", fmt.Sprintf("w%d-d%d", w, i), "r", policy.Allowed, 0)
 			}
 		}()
 	}
@@ -166,7 +167,7 @@ func TestInvalidLabelDropped(t *testing.T) {
 	m := New(Options{NoRuntime: true})
 	bad := string([]byte{0xff, 0xfe})
 	m.SetResources([]string{bad})
-	m.Decision("check", bad, bad, "ok", 0) // must not panic
+	m.Decision("check", bad, bad, policy.Allowed, 0) // must not panic
 	if got := series(t, m, "extauthz_decisions_total"); got != 0 {
 		t.Errorf("series = %d, want 0", got)
 	}
@@ -333,7 +334,7 @@ func BenchmarkDecisionSerial(b *testing.B) {
 	m.SetResources([]string{"GET:/hello"})
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Decision("ratelimit", "edge", "GET:/hello", "ok", time.Millisecond)
+		m.Decision("ratelimit", "edge", "GET:/hello", policy.Allowed, time.Millisecond)
 	}
 }
 
@@ -343,7 +344,7 @@ func BenchmarkDecision(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Decision("ratelimit", "edge", "GET:/hello", "ok", time.Millisecond)
+			m.Decision("ratelimit", "edge", "GET:/hello", policy.Allowed, time.Millisecond)
 		}
 	})
 }

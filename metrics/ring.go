@@ -3,6 +3,8 @@ package metrics
 import (
 	"sync"
 	"time"
+
+	"github.com/extauthz/extauthz/policy"
 )
 
 // Window is how far back the per-second decision counts of Snapshot reach.
@@ -11,7 +13,7 @@ const Window = 5 * time.Minute
 // windowSeconds is the number of one-second slots of a ring.
 const windowSeconds = int64(Window / time.Second)
 
-// kind is the class of a decision's result in a ring.
+// kind is the class of a decision's outcome in a ring.
 type kind uint8
 
 const (
@@ -20,22 +22,22 @@ const (
 	kindAuthority             // blocked by an authority rule
 	kindParamFlow             // blocked by a hot-param rule
 	kindInvalid               // a malformed request, refused
-	kindOther                 // any other result (a call cancelled during its wait, ...)
+	kindOther                 // any other outcome (a call cancelled during its wait, ...)
 	kinds
 )
 
-// kindOf classifies a result as passed to Decision.
-func kindOf(result string) kind {
-	switch result {
-	case "ok":
+// kindOf classifies an outcome as passed to Decision.
+func kindOf(o policy.Outcome) kind {
+	switch o {
+	case policy.Allowed, policy.Throttled:
 		return kindOK
-	case "shadow", "dry_run":
+	case policy.Shadow, policy.ShadowThrottled, policy.DryRun:
 		return kindShadow
-	case "authority":
+	case policy.Authority:
 		return kindAuthority
-	case "param_flow", "queue_full", "shutting_down":
+	case policy.ParamFlow, policy.QueueFull, policy.ShuttingDown:
 		return kindParamFlow
-	case "invalid":
+	case policy.Invalid:
 		return kindInvalid
 	}
 	return kindOther

@@ -24,13 +24,13 @@ func TestDomainScopesRules(t *testing.T) {
 	u := hotparam.Param{Name: "u", Values: []string{"a"}}
 	steps := []struct {
 		api, domain string
-		want        Kind
+		want        Outcome
 		rule        int // the blocking rule, when refused
 	}{
-		{APIRateLimit, "free", Allow, 0},
+		{APIRateLimit, "free", Allowed, 0},
 		{APIRateLimit, "free", ParamFlow, 1}, // its domain's rule: one a minute
-		{APIRateLimit, "paid", Allow, 0},     // the shared rule's second token
-		{APICheck, "", Allow, 0},             // the shared rule's third
+		{APIRateLimit, "paid", Allowed, 0},     // the shared rule's second token
+		{APICheck, "", Allowed, 0},             // the shared rule's third
 		{APICheck, "", ParamFlow, 0},         // the shared rule is spent, for every domain
 		{APIRateLimit, "paid", ParamFlow, 0},
 	}
@@ -38,8 +38,8 @@ func TestDomainScopesRules(t *testing.T) {
 		ctx, a := audit.NewContext(context.Background())
 		var v Verdict
 		d.Decide(ctx, &Request{API: s.api, Domain: s.domain, Entries: []descriptors.Entry{entry("R", "", u)}}, &v)
-		if v.Kind != s.want || (v.Kind == ParamFlow && v.Block.Rule != s.rule) {
-			t.Fatalf("step %d (%s, domain %q): kind %d block %+v; want kind %d by rule %d", i, s.api, s.domain, v.Kind, v.Block, s.want, s.rule)
+		if v.Outcome != s.want || (v.Outcome == ParamFlow && v.Block.Rule != s.rule) {
+			t.Fatalf("step %d (%s, domain %q): outcome %v block %+v; want outcome %v by rule %d", i, s.api, s.domain, v.Outcome, v.Block, s.want, s.rule)
 		}
 		if a.Domain != s.domain {
 			t.Errorf("step %d: audited domain %q, want %q", i, a.Domain, s.domain)
@@ -65,8 +65,8 @@ func TestMaxWaitingByDomain(t *testing.T) {
 	}
 	var v Verdict
 	d.Decide(context.Background(), req("slow"), &v) // passes at once, the next waits a second
-	if v.Kind != Allow || v.Wait != 0 {
-		t.Fatalf("first: kind %d wait %v, want allowed at once", v.Kind, v.Wait)
+	if v.Outcome != Allowed || v.Wait != 0 {
+		t.Fatalf("first: outcome %v wait %v, want allowed at once", v.Outcome, v.Wait)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -78,13 +78,13 @@ func TestMaxWaitingByDomain(t *testing.T) {
 	waitFor(t, "one request waiting", func() bool { return d.Waiting() == 1 })
 
 	d.Decide(context.Background(), req("slow"), &v)
-	if v.Kind != ParamFlow || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 {
-		t.Errorf("domain slow while the queues are full: kind %d block %+v, want queue_full by rule 0", v.Kind, v.Block)
+	if v.Outcome != QueueFull || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 {
+		t.Errorf("domain slow while the queues are full: outcome %v block %+v, want queue_full by rule 0", v.Outcome, v.Block)
 	}
 	for _, domain := range []string{"fast", ""} {
 		d.Decide(context.Background(), req(domain), &v)
-		if v.Kind != Allow || v.Wait != 0 {
-			t.Errorf("domain %q while the queues are full: kind %d wait %v block %+v, want allowed at once", domain, v.Kind, v.Wait, v.Block)
+		if v.Outcome != Allowed || v.Wait != 0 {
+			t.Errorf("domain %q while the queues are full: outcome %v wait %v block %+v, want allowed at once", domain, v.Outcome, v.Wait, v.Block)
 		}
 	}
 	cancel()

@@ -76,7 +76,7 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 func (d *Decider) shuttingDown(req *Request, v *Verdict, set *rulestore.Set, entries []descriptors.Entry, turn time.Duration) {
 	i, rule := d.throttled(set, req.Domain, entries)
 	d.queueFull(req, v, set, entries, max(i, 0), rule)
-	v.queueFull, v.shuttingDown = false, true
+	v.Outcome = ShuttingDown
 	v.Block.Reason = ReasonShuttingDown
 	v.RetryAfter = max(turn, time.Second)
 }

@@ -27,8 +27,8 @@ func TestDrain(t *testing.T) {
 
 	var v Verdict
 	d.Decide(context.Background(), req(), &v) // turn 0: at once
-	if v.Kind != Allow {
-		t.Fatalf("first: kind %d, want allowed", v.Kind)
+	if v.Outcome != Allowed {
+		t.Fatalf("first: kind %d, want allowed", v.Outcome)
 	}
 	// Turns 1s and 2s are held; the drain deadline 1500ms lets the first of them through.
 	type result struct {
@@ -52,9 +52,9 @@ func TestDrain(t *testing.T) {
 	d.Drain(t0.Add(time.Hour)) // a later deadline changes nothing
 
 	refused := <-results // the turn at 2s, refused at once
-	if refused.v.Kind != ParamFlow || !refused.v.shuttingDown || refused.v.Block.Reason != ReasonShuttingDown ||
+	if refused.v.Outcome != ShuttingDown || refused.v.Block.Reason != ReasonShuttingDown ||
 		refused.v.Block.Rule != 0 || refused.v.Block.Param != "u" || refused.v.Block.Origin != "o" {
-		t.Errorf("held past the deadline: kind %d block %+v, want a shutting_down refusal by rule 0", refused.v.Kind, refused.v.Block)
+		t.Errorf("held past the deadline: outcome %v block %+v, want a shutting_down refusal by rule 0", refused.v.Outcome, refused.v.Block)
 	}
 	if got, want := refused.v.RetryAfter, 2*time.Second; got != want {
 		t.Errorf("retry after %v, want %v (its turn)", got, want)
@@ -63,20 +63,20 @@ func TestDrain(t *testing.T) {
 		t.Errorf("audit %+v, want blocked for shutting_down", refused.a)
 	}
 	allowed := <-results // the turn at 1s: allowed after its wait
-	if allowed.v.Kind != Allow || allowed.v.Wait != time.Second {
-		t.Errorf("held before the deadline: kind %d wait %v, want allowed after 1s", allowed.v.Kind, allowed.v.Wait)
+	if allowed.v.Outcome != Throttled || allowed.v.Wait != time.Second {
+		t.Errorf("held before the deadline: outcome %v wait %v, want allowed after 1s", allowed.v.Outcome, allowed.v.Wait)
 	}
 	wg.Wait()
 
 	// A new request whose turn (3s) is past the deadline is refused without being held.
 	d.Decide(context.Background(), req(), &v)
-	if v.Kind != ParamFlow || v.Block.Reason != ReasonShuttingDown {
-		t.Errorf("new request after the drain: kind %d block %+v, want shutting_down", v.Kind, v.Block)
+	if v.Outcome != ShuttingDown || v.Block.Reason != ReasonShuttingDown {
+		t.Errorf("new request after the drain: outcome %v block %+v, want shutting_down", v.Outcome, v.Block)
 	}
 	rec.mu.Lock()
 	last, waits := rec.calls[len(rec.calls)-1], len(rec.waits)
 	rec.mu.Unlock()
-	if want := (call{APIRateLimit, "", "T", ResultShuttingDown}); last != want {
+	if want := (call{APIRateLimit, "", "T", ShuttingDown}); last != want {
 		t.Errorf("recorded %+v, want %+v", last, want)
 	}
 	if waits != 2 {
@@ -105,7 +105,7 @@ func TestDrainNow(t *testing.T) {
 	waitFor(t, "the request held", func() bool { return d.Waiting() == 1 })
 	d.Drain(t0)
 	got := <-done
-	if got.Kind != ParamFlow || got.Block.Reason != ReasonShuttingDown || got.RetryAfter != time.Hour {
-		t.Errorf("held at Drain(now): kind %d reason %q retry %v, want shutting_down, retry 1h", got.Kind, got.Block.Reason, got.RetryAfter)
+	if got.Outcome != ShuttingDown || got.Block.Reason != ReasonShuttingDown || got.RetryAfter != time.Hour {
+		t.Errorf("held at Drain(now): outcome %v reason %q retry %v, want shutting_down, retry 1h", got.Outcome, got.Block.Reason, got.RetryAfter)
 	}
 }

@@ -57,8 +57,8 @@ func BenchmarkHold10kPerSecond(b *testing.B) {
 		for pb.Next() {
 			began := time.Now()
 			d.Decide(ctx, &req, &v)
-			if v.Kind != Allow {
-				b.Errorf("verdict %v, want Allow", v.Kind)
+			if v.Outcome != Allowed {
+				b.Errorf("verdict %v, want Allowed", v.Outcome)
 				return
 			}
 			// began is no later than the Decider's start, so began+Wait is at or before the turn:

@@ -28,19 +28,6 @@ const (
 	APIRateLimit = "ratelimit"
 )
 
-// Results passed to Recorder.Decision.
-const (
-	ResultOK           = "ok"            // allowed
-	ResultAuthority    = "authority"     // blocked by an authority rule
-	ResultParamFlow    = "param_flow"    // blocked by a hot-parameter rule
-	ResultShadow       = "shadow"        // allowed, but a shadow rule would have blocked
-	ResultInvalid      = "invalid"       // a malformed request, refused
-	ResultCancelled    = "cancelled"     // the call ended during its throttle wait
-	ResultQueueFull    = "queue_full"    // refused: too many requests already waiting (Config.MaxWaiting)
-	ResultDryRun       = "dry_run"       // allowed by the dry run; it would have been refused
-	ResultShuttingDown = "shutting_down" // refused: held for a throttle rule when the service stopped (Drain)
-)
-
 // DefaultMaxWaiting is Config.MaxWaiting when it is 0.
 const DefaultMaxWaiting = 4096
 
@@ -75,10 +62,10 @@ func (c Config) Validate() error {
 
 // Recorder receives the metrics of every call. Implementations must be safe for concurrent use.
 type Recorder interface {
-	// Decision records one call. domain is the rate-limit domain ("" for ext_authz). resource
-	// is the resource a rule applied to or blocked, and "" when no rule applied, so that its
-	// values stay bounded by the rules rather than by what clients send.
-	Decision(api, domain, resource, result string, latency time.Duration)
+	// Decision records one call and its outcome. domain is the rate-limit domain ("" for
+	// ext_authz). resource is the resource a rule applied to or blocked, and "" when no rule
+	// applied, so that its values stay bounded by the rules rather than by what clients send.
+	Decision(api, domain, resource string, outcome Outcome, latency time.Duration)
 	// QueueWait records how long a throttled call was held.
 	QueueWait(d time.Duration)
 }
@@ -151,21 +138,12 @@ type Request struct {
 	SkipConcurrency bool
 }
 
-// Kind is the outcome of a call.
-type Kind uint8
-
-const (
-	Allow     Kind = iota // let through, possibly after a wait
-	Invalid               // refused as malformed: Verdict.Err says why, Verdict.At which entry
-	Authority             // refused by an authority rule (403)
-	ParamFlow             // refused by a hot-parameter rule (429)
-	Cancelled             // the call ended during its throttle wait: Verdict.Err is the context's
-)
-
 // Block describes what blocked a request, or would have for a shadow rule.
 type Block struct {
-	Kind     string // ResultAuthority or ResultParamFlow
-	Rule     int    // index in its section of the rules
+	// Kind is Authority or ParamFlow (whatever the reason of a hot-parameter block), or, for
+	// a dry run's malformed request, Invalid.
+	Kind     Outcome
+	Rule     int // index in its section of the rules
 	Resource string
 	Origin   string
 	Param    string // hot-parameter blocks only
@@ -177,18 +155,19 @@ type Block struct {
 
 // RuleName names the rule as /rules does: authority[i] or param_flow[i].
 func (b *Block) RuleName() string {
-	if b.Kind != ResultAuthority && b.Kind != ResultParamFlow {
+	if b.Kind != Authority && b.Kind != ParamFlow {
 		return ""
 	}
-	return b.Kind + "[" + strconv.Itoa(b.Rule) + "]"
+	return b.Kind.Label() + "[" + strconv.Itoa(b.Rule) + "]"
 }
 
 // Verdict is what Decide decided. A Verdict is reused from call to call by its owner, which
 // keeps its memory: Decide resets everything else.
 type Verdict struct {
-	Kind Kind
-	// Rules are the rules the call was decided by (nil when none were in force).
-	Rules *rulestore.Set
+	Outcome Outcome
+	// Rules is what the answer shows of the rules the call was decided by (nil when none
+	// were in force).
+	Rules *Rules
 	// Err: for Invalid the mapping's error, for Cancelled the context's.
 	Err error
 	// At is the index of the entry (descriptor) at fault (Invalid, Authority, ParamFlow), or -1
@@ -196,50 +175,57 @@ type Verdict struct {
 	At int
 	// Block describes the block (Authority, ParamFlow).
 	Block Block
-	// DryRun reports that the request was allowed by the dry run: Block (and At) say what
-	// would have refused it (Block.Kind ResultInvalid for a malformed request).
+	// DryRun reports that the request was allowed by the dry run (Outcome DryRun): Block (and
+	// At) say what would have refused it (Block.Kind Invalid for a malformed request).
 	DryRun bool
 	// Shadow reports that a shadow rule would have blocked; ShadowBlock says which.
 	Shadow      bool
 	ShadowBlock Block
-	// Statuses has one status per entry once the hot-parameter rules ran (nil otherwise): the
+	// Limits has one Limit per entry once the hot-parameter rules ran (nil otherwise): the
 	// rule that applied to it (-1 when none), its limit and what remains.
-	Statuses []hotparam.Status
+	Limits []Limit
 	// RetryAfter is, for ParamFlow, how long until the request's tokens would be available.
 	RetryAfter time.Duration
 	// Wait is how long an allowed request was held (throttle).
 	Wait time.Duration
 
-	queueFull    bool             // refused for Config.MaxWaiting
-	shuttingDown bool             // refused while held: the service stops before its turn (Drain)
-	hot          []hotparam.Entry // scratch handed to the limiter
-	st           []hotparam.Status
+	hot    []hotparam.Entry // scratch handed to the limiter
+	st     []hotparam.Status
+	limits []Limit
 }
 
 func (v *Verdict) reset() {
-	*v = Verdict{At: -1, hot: v.hot[:0], st: v.st[:0]}
+	*v = Verdict{At: -1, hot: v.hot[:0], st: v.st[:0], limits: v.limits[:0]}
 }
 
 // Decide decides req into v, holds a throttled call for its wait, and records the outcome
 // (metrics, logs, the audit.Decision in ctx) once, whatever it is. In a dry run a request that
-// would have been refused (Invalid, Authority, ParamFlow) is allowed instead, with DryRun set
-// and Block saying what would have refused it, and a throttled one is not held.
+// would have been refused (Invalid, or blocked) is allowed instead, with Outcome DryRun,
+// DryRun set and Block saying what would have refused it, and a throttled one is not held.
 func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	start := d.now()
 	v.reset()
 	defer d.record(ctx, req, v, start)
 	d.decide(ctx, req, v, start)
-	if d.dryRun && v.Kind != Allow && v.Kind != Cancelled {
-		v.Kind, v.DryRun = Allow, true
-		if v.Block.Kind == "" {
-			v.Block.Kind, v.Block.Reason = ResultInvalid, ResultInvalid
+	switch {
+	case d.dryRun && v.Outcome != Allowed && v.Outcome != Cancelled:
+		v.Outcome, v.DryRun = DryRun, true
+		if v.Block.Kind == Allowed {
+			v.Block.Kind, v.Block.Reason = Invalid, Invalid.Label()
 		}
+	case v.Outcome != Allowed:
+	case v.Shadow && v.Wait > 0:
+		v.Outcome = ShadowThrottled
+	case v.Shadow:
+		v.Outcome = Shadow
+	case v.Wait > 0:
+		v.Outcome = Throttled
 	}
 }
 
 func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start time.Time) {
 	if req.Err != nil {
-		v.Kind, v.Err = Invalid, req.Err
+		v.Outcome, v.Err = Invalid, req.Err
 		var re *descriptors.RequestError
 		if errors.As(req.Err, &re) && re.Descriptor >= 0 {
 			v.At = re.Descriptor
@@ -250,7 +236,8 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 	if set == nil {
 		return
 	}
-	v.Rules = set
+	c := d.cache(set)
+	v.Rules = c.answers
 	d.watchConcurrency(req, set, start)
 	entries := req.Entries
 	var prev *descriptors.Entry // the last entry whose resource and origin were checked: let through
@@ -264,8 +251,8 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		}
 		prev = e
 		if rule, ok := set.Authority.Check(e.Resource, e.Origin); !ok {
-			v.Kind, v.At = Authority, i
-			v.Block = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
+			v.Outcome, v.At = Authority, i
+			v.Block = Block{Kind: Authority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
 				Reason: authorityReason(set, rule, e.Origin)}
 			return
 		}
@@ -274,7 +261,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		}
 		if rule, blocked := set.Authority.CheckShadow(e.Resource, e.Origin); blocked {
 			v.Shadow = true
-			v.ShadowBlock = Block{Kind: ResultAuthority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
+			v.ShadowBlock = Block{Kind: Authority, Rule: rule, Resource: e.Resource, Origin: e.Origin,
 				Reason: authorityReason(set, rule, e.Origin)}
 		}
 	}
@@ -296,12 +283,14 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		hot = append(hot, entries[i].Entry)
 		st = append(st, hotparam.Status{Rule: -1})
 	}
-	v.hot, v.st, v.Statuses = hot, st, st
+	v.hot, v.st = hot, st
 	opts := hotparam.CheckOptions{SkipConcurrency: req.SkipConcurrency, Domain: req.Domain}
 	if dl, ok := ctx.Deadline(); ok {
 		opts.Deadline = start.Add(time.Until(dl) - DeadlineMargin)
 	}
 	hd := set.ParamFlow.Check(ctx, start, hot, opts, st)
+	v.limits = c.answers.appendLimits(v.limits[:0], st)
+	v.Limits = v.limits
 
 	if hd.ShadowBlocked && !v.Shadow && validEntry(hd.Shadow.Entry, len(entries)) {
 		v.Shadow = true
@@ -312,7 +301,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 		if !validEntry(at, len(entries)) {
 			at = 0
 		}
-		v.Kind, v.At = ParamFlow, at
+		v.Outcome, v.At = ParamFlow, at
 		v.Block = paramBlock(set, entries, &hd.Block)
 		v.Block.Origin = entries[at].Origin
 		v.RetryAfter = hd.Block.RetryAfter
@@ -341,7 +330,7 @@ func (d *Decider) decide(ctx context.Context, req *Request, v *Verdict, start ti
 			d.shuttingDown(req, v, set, entries, start.Add(hd.Wait).Sub(d.now()))
 			return
 		}
-		v.Kind, v.Err = Cancelled, err
+		v.Outcome, v.Err = Cancelled, err
 		// its turns go back, as far as no other call's move (the Remote's within its own timeout)
 		set.ParamFlow.Unhold(context.WithoutCancel(ctx), d.now(), hd.Hold)
 		return
@@ -370,70 +359,11 @@ func (d *Decider) throttled(set *rulestore.Set, domain string, entries []descrip
 
 // queueFull refuses req because the throttle queues hold Config.MaxWaiting requests.
 func (d *Decider) queueFull(req *Request, v *Verdict, set *rulestore.Set, entries []descriptors.Entry, at, rule int) {
-	v.Kind, v.At, v.queueFull = ParamFlow, at, true
-	v.Block = Block{Kind: ResultParamFlow, Rule: rule, Resource: entries[at].Resource, Origin: entries[at].Origin,
+	v.Outcome, v.At = QueueFull, at
+	v.Block = Block{Kind: ParamFlow, Rule: rule, Resource: entries[at].Resource, Origin: entries[at].Origin,
 		Reason: ReasonQueueFull}
 	if rs := set.ParamFlow.Rules(); rule >= 0 && rule < len(rs) {
 		v.Block.Param = rs[rule].Param
 	}
 	v.RetryAfter = time.Second
-}
-
-// ruleCache is what the decision path looks up in one rule set by resource.
-type ruleCache struct {
-	set      *rulestore.Set
-	names    map[string]struct{} // resources a param-flow rule names
-	throttle map[string]int      // resource -> its first enforcing throttle rule without a domain
-	// domainThrottle: domain -> resource -> the first enforcing throttle rule that applies to
-	// the domain's calls (its own or one without a domain), for the resources the domain's
-	// throttle rules name; nil when no throttle rule has a domain.
-	domainThrottle map[string]map[string]int
-	// unenforced: the resources of concurrency rules (see watchConcurrency); nil when no
-	// UnenforcedRecorder is set.
-	unenforced map[string]*watch
-}
-
-// cache returns the ruleCache of set, made once per rule set.
-func (d *Decider) cache(set *rulestore.Set) *ruleCache {
-	c := d.rulesCache.Load()
-	if c != nil && c.set == set {
-		return c
-	}
-	prev := c
-	c = &ruleCache{set: set, names: make(map[string]struct{}), throttle: make(map[string]int)}
-	if d.unenforced != nil {
-		c.unenforced = watches(set, prev)
-	}
-	for i, r := range set.ParamFlow.Rules() {
-		c.names[r.Resource] = struct{}{}
-		if r.Behavior != hotparam.Throttle || r.Shadow {
-			continue
-		}
-		if r.Domain != "" {
-			if c.domainThrottle == nil {
-				c.domainThrottle = make(map[string]map[string]int)
-			}
-			m := c.domainThrottle[r.Domain]
-			if m == nil {
-				m = make(map[string]int)
-				c.domainThrottle[r.Domain] = m
-			}
-			if _, ok := m[r.Resource]; !ok {
-				m[r.Resource] = i
-			}
-			continue
-		}
-		if _, ok := c.throttle[r.Resource]; !ok {
-			c.throttle[r.Resource] = i
-		}
-	}
-	for _, m := range c.domainThrottle {
-		for res, i := range m {
-			if j, ok := c.throttle[res]; ok && j < i {
-				m[res] = j
-			}
-		}
-	}
-	d.rulesCache.Store(c)
-	return c
 }

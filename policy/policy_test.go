@@ -15,7 +15,10 @@ import (
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-type call struct{ api, domain, resource, result string }
+type call struct {
+	api, domain, resource string
+	result              Outcome
+}
 
 type recorder struct {
 	mu    sync.Mutex
@@ -23,7 +26,7 @@ type recorder struct {
 	waits []time.Duration
 }
 
-func (r *recorder) Decision(api, domain, resource, result string, _ time.Duration) {
+func (r *recorder) Decision(api, domain, resource string, result Outcome, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, call{api, domain, resource, result})
@@ -70,35 +73,35 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 	tests := []struct {
 		name      string
 		req       Request
-		wantKind  Kind
+		wantKind  Outcome
 		wantCall  call
 		wantAudit audit.Decision
 	}{
 		{"no rule", Request{API: APICheck, RequestID: "r1", Entries: []descriptors.Entry{entry("GET:/x", "web")}},
-			Allow, call{APICheck, "", "", ResultOK},
+			Allowed, call{APICheck, "", "", Allowed},
 			audit.Decision{API: "check", RequestID: "r1", Resource: "GET:/x", Origin: "web", Result: "allowed"}},
 		{"authority", Request{API: APIRateLimit, Domain: "edge", Entries: []descriptors.Entry{entry("GET:/x", ""), entry("GET:/admin", "web")}},
-			Authority, call{APIRateLimit, "edge", "GET:/admin", ResultAuthority},
+			Authority, call{APIRateLimit, "edge", "GET:/admin", Authority},
 			audit.Decision{API: "ratelimit", Domain: "edge", Resource: "GET:/admin", Origin: "web", Result: "blocked", Reason: "authority", Rule: "authority[0]"}},
 		{"allowed, shadow would block", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/peek", "web", user)}},
-			Allow, call{APICheck, "", "GET:/peek", ResultOK}, // a shadow rule names its resource too
+			Allowed, call{APICheck, "", "GET:/peek", Allowed}, // a shadow rule names its resource too
 			audit.Decision{API: "check", Resource: "GET:/peek", Origin: "web", Result: "allowed"}},
 		{"first token", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/buy", "web", item)}},
-			Allow, call{APICheck, "", "GET:/buy", ResultOK},
+			Allowed, call{APICheck, "", "GET:/buy", Allowed},
 			audit.Decision{API: "check", Resource: "GET:/buy", Origin: "web", Result: "allowed"}},
 		{"qps", Request{API: APICheck, Entries: []descriptors.Entry{entry("GET:/buy", "web", item)}},
-			ParamFlow, call{APICheck, "", "GET:/buy", ResultParamFlow},
+			ParamFlow, call{APICheck, "", "GET:/buy", ParamFlow},
 			audit.Decision{API: "check", Resource: "GET:/buy", Origin: "web", Result: "blocked", Reason: "qps", Rule: "param_flow[0]", Param: "item", Value: "7"}},
 		{"invalid", Request{API: APICheck, Err: &descriptors.RequestError{Descriptor: -1, Err: descriptors.ErrNoAttributes}},
-			Invalid, call{APICheck, "", "", ResultInvalid},
+			Invalid, call{APICheck, "", "", Invalid},
 			audit.Decision{API: "check", Result: "invalid", Reason: "invalid"}},
 	}
 	for i, tt := range tests {
 		ctx, a := audit.NewContext(context.Background())
 		var v Verdict
 		d.Decide(ctx, &tt.req, &v)
-		if v.Kind != tt.wantKind {
-			t.Errorf("%s: kind %d, want %d", tt.name, v.Kind, tt.wantKind)
+		if v.Outcome != tt.wantKind {
+			t.Errorf("%s: kind %d, want %d", tt.name, v.Outcome, tt.wantKind)
 		}
 		if len(rec.calls) != i+1 {
 			t.Fatalf("%s: %d records after %d calls, want one per call", tt.name, len(rec.calls), i+1)
@@ -116,7 +119,7 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 			if !v.Shadow || !a.Shadow || a.Rule != "param_flow[1]" || a.Param != "user" || a.Value != "u1" || a.Result != "allowed" {
 				t.Errorf("%s: second call verdict shadow=%v, audit %+v; want a shadow block by param_flow[1] on user=u1", tt.name, v.Shadow, a)
 			}
-			if got, want := rec.calls[len(rec.calls)-1], (call{APICheck, "", "GET:/peek", ResultShadow}); got != want {
+			if got, want := rec.calls[len(rec.calls)-1], (call{APICheck, "", "GET:/peek", Shadow}); got != want {
 				t.Errorf("%s: recorded %+v, want %+v", tt.name, got, want)
 			}
 			rec.calls = rec.calls[:i+1]
@@ -156,8 +159,8 @@ func TestMaxWaiting(t *testing.T) {
 	}
 	var v Verdict
 	d.Decide(context.Background(), req(), &v) // the first passes at once
-	if v.Kind != Allow || v.Wait != 0 {
-		t.Fatalf("first: kind %d wait %v, want allowed at once", v.Kind, v.Wait)
+	if v.Outcome != Allowed || v.Wait != 0 {
+		t.Fatalf("first: outcome %v wait %v, want allowed at once", v.Outcome, v.Wait)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -173,8 +176,8 @@ func TestMaxWaiting(t *testing.T) {
 
 	a, _ := audit.NewContext(context.Background())
 	d.Decide(a, req(), &v)
-	if v.Kind != ParamFlow || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 || v.Block.Param != "u" {
-		t.Errorf("third waiter: kind %d block %+v, want a queue_full refusal by rule 0", v.Kind, v.Block)
+	if v.Outcome != QueueFull || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 || v.Block.Param != "u" {
+		t.Errorf("third waiter: outcome %v block %+v, want a queue_full refusal by rule 0", v.Outcome, v.Block)
 	}
 	if got := audit.FromContext(a); got.Result != "blocked" || got.Reason != ReasonQueueFull {
 		t.Errorf("audit %+v, want blocked for queue_full", got)
@@ -182,13 +185,13 @@ func TestMaxWaiting(t *testing.T) {
 	rec.mu.Lock()
 	last := rec.calls[len(rec.calls)-1]
 	rec.mu.Unlock()
-	if want := (call{APIRateLimit, "", "T", ResultQueueFull}); last != want {
+	if want := (call{APIRateLimit, "", "T", QueueFull}); last != want {
 		t.Errorf("recorded %+v, want %+v", last, want)
 	}
 	// Another resource is not affected.
 	d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("other", "", u)}}, &v)
-	if v.Kind != Allow {
-		t.Errorf("unthrottled resource while the queues are full: kind %d, want allowed", v.Kind)
+	if v.Outcome != Allowed {
+		t.Errorf("unthrottled resource while the queues are full: kind %d, want allowed", v.Outcome)
 	}
 
 	cancel()
@@ -207,8 +210,8 @@ func TestMaxWaiting(t *testing.T) {
 	}()
 	waitFor(t, "the next request waiting", func() bool { return d.Waiting() == 1 })
 	cancel2()
-	if v := <-done; v.Kind != Cancelled {
-		t.Errorf("next request: kind %d, want held (then cancelled)", v.Kind)
+	if v := <-done; v.Outcome != Cancelled {
+		t.Errorf("next request: kind %d, want held (then cancelled)", v.Outcome)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -236,7 +239,7 @@ func TestAllowedCountedUnderTheirResource(t *testing.T) {
 		{[]descriptors.Entry{entry("none", "")}, ""},
 	} {
 		d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: tt.entries}, &v)
-		if got := rec.calls[len(rec.calls)-1]; got.result != ResultOK || got.resource != tt.want {
+		if got := rec.calls[len(rec.calls)-1]; got.result != Allowed || got.resource != tt.want {
 			t.Errorf("entries %+v: recorded %+v, want ok under %q", tt.entries, got, tt.want)
 		}
 	}
@@ -253,10 +256,10 @@ func TestShadowAuthority(t *testing.T) {
 	ctx, a := audit.NewContext(context.Background())
 	var v Verdict
 	d.Decide(ctx, &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "bad")}}, &v)
-	if v.Kind != Allow || !v.Shadow || v.ShadowBlock.Rule != 0 || v.ShadowBlock.Reason != "in_black_list" {
-		t.Errorf("shadow black list: kind %d shadow %v %+v, want allowed, shadow block by rule 0", v.Kind, v.Shadow, v.ShadowBlock)
+	if v.Outcome != Shadow || !v.Shadow || v.ShadowBlock.Rule != 0 || v.ShadowBlock.Reason != "in_black_list" {
+		t.Errorf("shadow black list: outcome %v shadow %v %+v, want allowed, shadow block by rule 0", v.Outcome, v.Shadow, v.ShadowBlock)
 	}
-	if got, want := rec.calls[0], (call{APICheck, "", "S", ResultShadow}); got != want {
+	if got, want := rec.calls[0], (call{APICheck, "", "S", Shadow}); got != want {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
 	if !a.Shadow || a.Result != "allowed" || a.Rule != "authority[0]" || a.Reason != "authority" {
@@ -264,12 +267,12 @@ func TestShadowAuthority(t *testing.T) {
 	}
 	// The enforcing rule still refuses; the shadow rule does not hide it.
 	d.Decide(context.Background(), &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "ugly")}}, &v)
-	if v.Kind != Authority || v.Block.Rule != 1 {
-		t.Errorf("white list: kind %d block %+v, want refused by rule 1", v.Kind, v.Block)
+	if v.Outcome != Authority || v.Block.Rule != 1 {
+		t.Errorf("white list: outcome %v block %+v, want refused by rule 1", v.Outcome, v.Block)
 	}
 	d.Decide(context.Background(), &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "good")}}, &v)
-	if v.Kind != Allow || v.Shadow {
-		t.Errorf("good origin: kind %d shadow %v, want allowed, no shadow block", v.Kind, v.Shadow)
+	if v.Outcome != Allowed || v.Shadow {
+		t.Errorf("good origin: outcome %v shadow %v, want allowed, no shadow block", v.Outcome, v.Shadow)
 	}
 }
 
@@ -298,10 +301,10 @@ func TestAuthorityEachPair(t *testing.T) {
 		var v Verdict
 		d.Decide(context.Background(), &Request{API: APIRateLimit, Entries: c.entries}, &v)
 		switch {
-		case c.at < 0 && v.Kind != Allow:
-			t.Errorf("%s: kind %d at %d, want allowed", c.name, v.Kind, v.At)
-		case c.at >= 0 && (v.Kind != Authority || v.At != c.at):
-			t.Errorf("%s: kind %d at %d, want refused by authority at %d", c.name, v.Kind, v.At, c.at)
+		case c.at < 0 && v.Outcome != Allowed:
+			t.Errorf("%s: outcome %v at %d, want allowed", c.name, v.Outcome, v.At)
+		case c.at >= 0 && (v.Outcome != Authority || v.At != c.at):
+			t.Errorf("%s: outcome %v at %d, want refused by authority at %d", c.name, v.Outcome, v.At, c.at)
 		}
 	}
 }
@@ -330,18 +333,18 @@ func TestDryRun(t *testing.T) {
 		want want
 	}{
 		{"authority", Request{API: APICheck, Entries: []descriptors.Entry{entry("A", "web", p)}},
-			want{true, call{APICheck, "", "A", ResultDryRun}, "authority", "dry_run"}},
+			want{true, call{APICheck, "", "A", DryRun}, "authority", "dry_run"}},
 		{"first token", Request{API: APICheck, Entries: []descriptors.Entry{entry("B", "", p)}},
-			want{false, call{APICheck, "", "B", ResultOK}, "", "allowed"}},
+			want{false, call{APICheck, "", "B", Allowed}, "", "allowed"}},
 		{"qps", Request{API: APICheck, Entries: []descriptors.Entry{entry("B", "", p)}},
-			want{true, call{APICheck, "", "B", ResultDryRun}, "qps", "dry_run"}},
+			want{true, call{APICheck, "", "B", DryRun}, "qps", "dry_run"}},
 		{"invalid", Request{API: APIRateLimit, Err: &descriptors.RequestError{Descriptor: -1, Err: descriptors.ErrNoDescriptors}},
-			want{true, call{APIRateLimit, "", "", ResultDryRun}, "invalid", "dry_run"}},
+			want{true, call{APIRateLimit, "", "", DryRun}, "invalid", "dry_run"}},
 		{"throttle first", Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("C", "", p)}},
-			want{false, call{APIRateLimit, "", "C", ResultOK}, "", "allowed"}},
+			want{false, call{APIRateLimit, "", "C", Allowed}, "", "allowed"}},
 		// Would wait an hour: let through at once.
 		{"throttle held", Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("C", "", p)}},
-			want{false, call{APIRateLimit, "", "C", ResultOK}, "", "allowed"}},
+			want{false, call{APIRateLimit, "", "C", Allowed}, "", "allowed"}},
 	}
 	for i, st := range steps {
 		ctx, a := audit.NewContext(context.Background())
@@ -351,8 +354,8 @@ func TestDryRun(t *testing.T) {
 		if time.Since(began) > time.Second {
 			t.Errorf("%s: held %v, want no wait in a dry run", st.name, time.Since(began))
 		}
-		if v.Kind != Allow || v.DryRun != st.want.dryRun {
-			t.Errorf("%s: kind %d dry run %v, want allowed, dry run %v", st.name, v.Kind, v.DryRun, st.want.dryRun)
+		if !v.Outcome.Allows() || v.DryRun != st.want.dryRun || (v.Outcome == DryRun) != st.want.dryRun {
+			t.Errorf("%s: outcome %v dry run %v, want allowed, dry run %v", st.name, v.Outcome, v.DryRun, st.want.dryRun)
 		}
 		if got := rec.calls[i]; got != st.want.call {
 			t.Errorf("%s: recorded %+v, want %+v", st.name, got, st.want.call)

@@ -13,17 +13,16 @@ import (
 
 // What a call's outcome is counted and audited as: the one record site of both APIs.
 
-// named is the resource of the first entry that some rule of set names (a hot-parameter rule
-// of any kind, an authority rule, shadow rules included), or "": allowed requests are counted
-// under their resource, while the label values stay bounded by the rules.
-func (d *Decider) named(set *rulestore.Set, entries []descriptors.Entry) string {
-	if set == nil {
+// named is the resource of the first entry that some rule of the rules c looks up in names
+// (a hot-parameter rule of any kind, an authority rule, shadow rules included), or "": allowed
+// requests are counted under their resource, while the label values stay bounded by the rules.
+func (d *Decider) named(c *ruleCache, entries []descriptors.Entry) string {
+	if c == nil {
 		return ""
 	}
-	c := d.cache(set)
 	for i := range entries {
 		r := entries[i].Resource
-		if _, ok := c.names[r]; ok || set.Authority.Names(r) {
+		if _, ok := c.names[r]; ok || c.set.Authority.Names(r) {
 			return r
 		}
 	}
@@ -32,29 +31,19 @@ func (d *Decider) named(set *rulestore.Set, entries []descriptors.Entry) string 
 
 // record is the one place a call's outcome is counted and audited.
 func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start time.Time) {
-	result, resource := ResultOK, ""
-	switch {
-	case v.DryRun:
-		result, resource = ResultDryRun, v.Block.Resource
-	case v.Kind == Invalid:
-		result = ResultInvalid
-	case v.Kind == Authority || v.Kind == ParamFlow:
-		result, resource = v.Block.Kind, v.Block.Resource
-		if v.queueFull {
-			result = ResultQueueFull
+	resource := ""
+	switch v.Outcome {
+	case DryRun, Authority, ParamFlow, QueueFull, ShuttingDown:
+		resource = v.Block.Resource
+	case Shadow, ShadowThrottled:
+		resource = v.ShadowBlock.Resource
+	case Allowed, Throttled, Cancelled:
+		if v.Rules != nil {
+			resource = d.named(v.Rules.lookups, req.Entries)
 		}
-		if v.shuttingDown {
-			result = ResultShuttingDown
-		}
-	case v.Kind == Cancelled:
-		result, resource = ResultCancelled, d.named(v.Rules, req.Entries)
-	case v.Shadow:
-		result, resource = ResultShadow, v.ShadowBlock.Resource
-	default:
-		resource = d.named(v.Rules, req.Entries)
 	}
 	if d.rec != nil {
-		d.rec.Decision(req.API, req.Domain, resource, result, d.now().Sub(start))
+		d.rec.Decision(req.API, req.Domain, resource, v.Outcome, d.now().Sub(start))
 	}
 	if a := audit.FromContext(ctx); a != nil {
 		fillAudit(a, req, v)
@@ -77,38 +66,25 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 		a.Resource, a.Origin = req.Entries[at].Resource, req.Entries[at].Origin
 	}
 	a.Wait = v.Wait
+	a.Result = v.Outcome.AuditResult()
 	describe := func(b *Block) {
 		a.Rule, a.Param, a.Value = b.RuleName(), b.Param, b.Value
 		a.Reason = b.Reason
-		if b.Kind == ResultAuthority {
-			a.Reason = ResultAuthority
+		if b.Kind == Authority {
+			a.Reason = Authority.Label()
 		}
 		if b.Resource != "" {
 			a.Resource, a.Origin = b.Resource, b.Origin
 		}
 	}
-	if v.DryRun {
-		a.Result = "dry_run"
+	switch v.Outcome {
+	case DryRun, Authority, ParamFlow, QueueFull, ShuttingDown:
 		describe(&v.Block)
-		return
-	}
-	switch v.Kind {
-	case Invalid:
-		a.Result, a.Reason = "invalid", "invalid"
-	case Authority, ParamFlow:
-		a.Result = "blocked"
-		describe(&v.Block)
-	case Cancelled:
-		a.Result, a.Reason = "cancelled", "cancelled"
-	default:
-		a.Result = "allowed"
-		if v.Wait > 0 {
-			a.Result = "throttled"
-		}
-		if v.Shadow {
-			a.Shadow = true
-			describe(&v.ShadowBlock)
-		}
+	case Invalid, Cancelled:
+		a.Reason = v.Outcome.Label()
+	case Shadow, ShadowThrottled:
+		a.Shadow = true
+		describe(&v.ShadowBlock)
 	}
 }
 
@@ -126,7 +102,7 @@ func authorityReason(set *rulestore.Set, i int, origin string) string {
 
 // paramBlock describes a hot-parameter block of one of entries.
 func paramBlock(set *rulestore.Set, entries []descriptors.Entry, b *hotparam.Block) Block {
-	bl := Block{Kind: ResultParamFlow, Rule: b.Rule, Param: b.Param, Value: b.Value, Reason: ReasonName(b.Reason)}
+	bl := Block{Kind: ParamFlow, Rule: b.Rule, Param: b.Param, Value: b.Value, Reason: ReasonName(b.Reason)}
 	if validEntry(b.Entry, len(entries)) {
 		bl.Resource, bl.Origin = entries[b.Entry].Resource, entries[b.Entry].Origin
 	}

@@ -37,7 +37,7 @@ type watch struct {
 // (the rule set before), so that a reload neither repeats nor forgets a report.
 func watches(set *rulestore.Set, prev *ruleCache) map[string]*watch {
 	var out map[string]*watch
-	for i, r := range set.ParamFlow.Rules() {
+	for i, r := range paramFlowRules(set) {
 		if r.Grade != hotparam.Concurrency {
 			continue
 		}

@@ -24,21 +24,21 @@ func TestCancelledHoldGivesItsTurnBack(t *testing.T) {
 	req := &Request{API: APIRateLimit, Entries: []descriptors.Entry{entry("T", "", hotparam.Param{Name: "u", Values: []string{"a"}})}}
 	var v Verdict
 	d.Decide(context.Background(), req, &v)
-	if v.Kind != Allow || v.Wait != 0 {
-		t.Fatalf("first: kind %d wait %v, want allowed at once", v.Kind, v.Wait)
+	if v.Outcome != Allowed || v.Wait != 0 {
+		t.Fatalf("first: outcome %v wait %v, want allowed at once", v.Outcome, v.Wait)
 	}
 	type held struct {
 		cancel context.CancelFunc
-		done   chan Kind
+		done   chan Outcome
 	}
 	start := func() held { // a request held until cancelled
 		n := d.Waiting()
 		ctx, cancel := context.WithCancel(context.Background())
-		h := held{cancel, make(chan Kind, 1)}
+		h := held{cancel, make(chan Outcome, 1)}
 		go func() {
 			var v Verdict
 			d.Decide(ctx, req, &v)
-			h.done <- v.Kind
+			h.done <- v.Outcome
 		}()
 		waitFor(t, "a request held", func() bool { return d.Waiting() == n+1 })
 		return h
@@ -61,7 +61,7 @@ func TestCancelledHoldGivesItsTurnBack(t *testing.T) {
 	}
 	cancelled := 0
 	for _, c := range rec.calls {
-		if c.result == ResultCancelled {
+		if c.result == Cancelled {
 			cancelled++
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/extauthz/extauthz/internal/observe"
 	"github.com/extauthz/extauthz/internal/tlsreload"
 	"github.com/extauthz/extauthz/metrics"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/redact"
 	"github.com/extauthz/extauthz/redisstore"
 	"github.com/extauthz/extauthz/rulestore"
@@ -167,13 +168,11 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
 	api := envoyapi.New(envoyapi.Options{
-		Mapper:   mapper.WithUses(ruleUses{current: store.Current}),
-		Rules:    store.Current,
-		Now:      time.Now,
-		Recorder: recorder{Metrics: s.metrics, log: log},
-		Decision: cfg.Decision,
-		Redact:   red.Value,
-		Codec:    codec,
+		Mapper: mapper.WithUses(ruleUses{current: store.Current}),
+		Policy: policy.Options{Rules: store.Current, Now: time.Now,
+			Recorder: recorder{Metrics: s.metrics, log: log}, Config: cfg.Decision},
+		Redact: red.Value,
+		Codec:  codec,
 	})
 	s.api = api
 	src := storeSources(store, rem)
