@@ -25,6 +25,15 @@ import (
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
+	resp, err := s.check(ctx, req, sc)
+	if s.reporter != nil {
+		s.reporter.Report(ctx, req, resp, &sc.verdict, err)
+	}
+	return resp, err
+}
+
+// check decides req and renders the verdict, in sc.
+func (s *Server) check(ctx context.Context, req *authv3.CheckRequest, sc *scratch) (*authv3.CheckResponse, error) {
 	if cap(sc.entries) == 0 {
 		sc.entries = make([]descriptors.Entry, 1)
 	}

@@ -22,6 +22,15 @@ import (
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
+	resp, err := s.shouldRateLimit(ctx, req, sc)
+	if s.reporter != nil {
+		s.reporter.Report(ctx, req, resp, &sc.verdict, err)
+	}
+	return resp, err
+}
+
+// shouldRateLimit decides req and renders the verdict, in sc.
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, sc *scratch) (*rlsv3.RateLimitResponse, error) {
 	r := &sc.req
 	*r = policy.Request{API: policy.APIRateLimit, Domain: req.GetDomain()}
 	if len(r.Domain) > descriptors.MaxLen {

@@ -32,6 +32,7 @@
 package envoyapi
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,17 @@ type Options struct {
 	// Server's own, whose answers are then never given back by an encoding (they are left to
 	// the garbage collector).
 	Codec *wire.Codec
+	// Reporter is told of every Check and ShouldRateLimit call once it is answered; nil tells
+	// no one.
+	Reporter Reporter
+}
+
+// Reporter is told of each call once it is answered: the request, the answer or the error,
+// and the verdict the answer renders (whose Audit is the call's audit record). It is called on
+// the call's goroutine, before the answer is returned, and must keep nothing of v, resp or req
+// after it returns. Package observe's Observer is one.
+type Reporter interface {
+	Report(ctx context.Context, req, resp any, v *policy.Verdict, err error)
 }
 
 // Server implements authv3.AuthorizationServer and rlsv3.RateLimitServiceServer. It is safe
@@ -72,6 +84,7 @@ type Server struct {
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
 	redactFn   func(param, value string) string
 	codec      *wire.Codec // the rate-limit answers come from its pool
+	reporter   Reporter    // nil: none
 }
 
 var (
@@ -91,7 +104,8 @@ func New(opts Options) *Server {
 	if opts.Policy.Rules == nil {
 		panic("envoyapi: Options.Policy.Rules is nil")
 	}
-	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, codec: opts.Codec, policy: policy.New(opts.Policy)}
+	s := &Server{mapper: opts.Mapper, redactFn: opts.Redact, codec: opts.Codec, reporter: opts.Reporter,
+		policy: policy.New(opts.Policy)}
 	if s.mapper == nil {
 		m, err := descriptors.New(descriptors.Config{})
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
-	"github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -29,15 +28,16 @@ func TestDomainScopesRules(t *testing.T) {
 	}{
 		{APIRateLimit, "free", Allowed, 0},
 		{APIRateLimit, "free", ParamFlow, 1}, // its domain's rule: one a minute
-		{APIRateLimit, "paid", Allowed, 0},     // the shared rule's second token
-		{APICheck, "", Allowed, 0},             // the shared rule's third
+		{APIRateLimit, "paid", Allowed, 0},   // the shared rule's second token
+		{APICheck, "", Allowed, 0},           // the shared rule's third
 		{APICheck, "", ParamFlow, 0},         // the shared rule is spent, for every domain
 		{APIRateLimit, "paid", ParamFlow, 0},
 	}
 	for i, s := range steps {
-		ctx, a := audit.NewContext(context.Background())
+		ctx := context.Background()
 		var v Verdict
 		d.Decide(ctx, &Request{API: s.api, Domain: s.domain, Entries: []descriptors.Entry{entry("R", "", u)}}, &v)
+		a := v.Audit()
 		if v.Outcome != s.want || (v.Outcome == ParamFlow && v.Block.Rule != s.rule) {
 			t.Fatalf("step %d (%s, domain %q): outcome %v block %+v; want outcome %v by rule %d", i, s.api, s.domain, v.Outcome, v.Block, s.want, s.rule)
 		}

@@ -33,7 +33,7 @@ func TestDrain(t *testing.T) {
 	// Turns 1s and 2s are held; the drain deadline 1500ms lets the first of them through.
 	type result struct {
 		v Verdict
-		a *audit.Decision
+		a audit.Decision
 	}
 	results := make(chan result, 2)
 	var wg sync.WaitGroup
@@ -41,9 +41,10 @@ func TestDrain(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, a := audit.NewContext(context.Background())
+			ctx := context.Background()
 			var v Verdict
 			d.Decide(ctx, req(), &v)
+			a := v.Audit()
 			results <- result{v, a}
 		}()
 	}

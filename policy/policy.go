@@ -1,8 +1,9 @@
 // Package policy decides one call, whatever API it came through: the mapped entries go through
 // the authority rules and then the hot-parameter rules, a throttled call is held, and the
-// outcome is logged, recorded in metrics and written to the call's audit.Decision, all in one
-// place. The Envoy handlers (package envoyapi) only translate Envoy's request into a Request
-// and render the Verdict in Envoy's terms.
+// outcome is recorded in metrics, all in one place. The Verdict says all there is to say of
+// the call: its Outcome, what an answer shows, and its audit record (Verdict.Audit). The Envoy
+// handlers (package envoyapi) only translate Envoy's request into a Request and render the
+// Verdict in Envoy's terms.
 package policy
 
 import (
@@ -189,6 +190,7 @@ type Verdict struct {
 	// Wait is how long an allowed request was held (throttle).
 	Wait time.Duration
 
+	req    *Request         // the request decided, for Audit
 	hot    []hotparam.Entry // scratch handed to the limiter
 	st     []hotparam.Status
 	limits []Limit
@@ -198,14 +200,15 @@ func (v *Verdict) reset() {
 	*v = Verdict{At: -1, hot: v.hot[:0], st: v.st[:0], limits: v.limits[:0]}
 }
 
-// Decide decides req into v, holds a throttled call for its wait, and records the outcome
-// (metrics, logs, the audit.Decision in ctx) once, whatever it is. In a dry run a request that
+// Decide decides req into v, holds a throttled call for its wait, and records the outcome in
+// the metrics once, whatever it is. v refers to req until the next Decide (see Audit). In a dry run a request that
 // would have been refused (Invalid, or blocked) is allowed instead, with Outcome DryRun,
 // DryRun set and Block saying what would have refused it, and a throttled one is not held.
 func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	start := d.now()
 	v.reset()
-	defer d.record(ctx, req, v, start)
+	v.req = req
+	defer d.record(req, v, start)
 	d.decide(ctx, req, v, start)
 	switch {
 	case d.dryRun && v.Outcome != Allowed && v.Outcome != Cancelled:

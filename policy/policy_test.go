@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 type call struct {
 	api, domain, resource string
-	result              Outcome
+	result                Outcome
 }
 
 type recorder struct {
@@ -56,8 +56,8 @@ func entry(resource, origin string, params ...hotparam.Param) descriptors.Entry 
 	return descriptors.Entry{Entry: hotparam.Entry{Resource: resource, Params: params}, Origin: origin}
 }
 
-// TestDecideRecordsOnceAndAudits: every outcome is recorded once, and written to the call's
-// audit.Decision in that record's terms.
+// TestDecideRecordsOnceAndAudits: every outcome is recorded once, and the verdict's audit
+// record says it in that record's terms.
 func TestDecideRecordsOnceAndAudits(t *testing.T) {
 	set := newSet(t,
 		[]authority.Rule{{Resource: "GET:/admin", Strategy: authority.White, Origins: []string{"ops"}}},
@@ -97,9 +97,10 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 			audit.Decision{API: "check", Result: "invalid", Reason: "invalid"}},
 	}
 	for i, tt := range tests {
-		ctx, a := audit.NewContext(context.Background())
+		ctx := context.Background()
 		var v Verdict
 		d.Decide(ctx, &tt.req, &v)
+		a := v.Audit()
 		if v.Outcome != tt.wantKind {
 			t.Errorf("%s: kind %d, want %d", tt.name, v.Outcome, tt.wantKind)
 		}
@@ -111,11 +112,12 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 		}
 		if tt.name == "allowed, shadow would block" {
 			// The first call on u1 spends its only token; the shadow rule would block the second.
-			if *a != tt.wantAudit {
-				t.Errorf("%s: first call audit %+v, want %+v", tt.name, *a, tt.wantAudit)
+			if a != tt.wantAudit {
+				t.Errorf("%s: first call audit %+v, want %+v", tt.name, a, tt.wantAudit)
 			}
-			ctx, a = audit.NewContext(context.Background())
+			ctx = context.Background()
 			d.Decide(ctx, &tt.req, &v)
+			a = v.Audit()
 			if !v.Shadow || !a.Shadow || a.Rule != "param_flow[1]" || a.Param != "user" || a.Value != "u1" || a.Result != "allowed" {
 				t.Errorf("%s: second call verdict shadow=%v, audit %+v; want a shadow block by param_flow[1] on user=u1", tt.name, v.Shadow, a)
 			}
@@ -125,8 +127,8 @@ func TestDecideRecordsOnceAndAudits(t *testing.T) {
 			rec.calls = rec.calls[:i+1]
 			continue
 		}
-		if *a != tt.wantAudit {
-			t.Errorf("%s: audit %+v, want %+v", tt.name, *a, tt.wantAudit)
+		if a != tt.wantAudit {
+			t.Errorf("%s: audit %+v, want %+v", tt.name, a, tt.wantAudit)
 		}
 	}
 }
@@ -174,12 +176,11 @@ func TestMaxWaiting(t *testing.T) {
 	}
 	waitFor(t, "two requests waiting", func() bool { return d.Waiting() == 2 })
 
-	a, _ := audit.NewContext(context.Background())
-	d.Decide(a, req(), &v)
+	d.Decide(context.Background(), req(), &v)
 	if v.Outcome != QueueFull || v.Block.Reason != ReasonQueueFull || v.Block.Rule != 0 || v.Block.Param != "u" {
 		t.Errorf("third waiter: outcome %v block %+v, want a queue_full refusal by rule 0", v.Outcome, v.Block)
 	}
-	if got := audit.FromContext(a); got.Result != "blocked" || got.Reason != ReasonQueueFull {
+	if got := v.Audit(); got.Result != "blocked" || got.Reason != ReasonQueueFull {
 		t.Errorf("audit %+v, want blocked for queue_full", got)
 	}
 	rec.mu.Lock()
@@ -253,9 +254,10 @@ func TestShadowAuthority(t *testing.T) {
 	}, nil)
 	rec := &recorder{}
 	d := New(Options{Rules: func() *rulestore.Set { return set }, Now: func() time.Time { return t0 }, Recorder: rec})
-	ctx, a := audit.NewContext(context.Background())
+	ctx := context.Background()
 	var v Verdict
 	d.Decide(ctx, &Request{API: APICheck, Entries: []descriptors.Entry{entry("S", "bad")}}, &v)
+	a := v.Audit()
 	if v.Outcome != Shadow || !v.Shadow || v.ShadowBlock.Rule != 0 || v.ShadowBlock.Reason != "in_black_list" {
 		t.Errorf("shadow black list: outcome %v shadow %v %+v, want allowed, shadow block by rule 0", v.Outcome, v.Shadow, v.ShadowBlock)
 	}
@@ -347,10 +349,11 @@ func TestDryRun(t *testing.T) {
 			want{false, call{APIRateLimit, "", "C", Allowed}, "", "allowed"}},
 	}
 	for i, st := range steps {
-		ctx, a := audit.NewContext(context.Background())
+		ctx := context.Background()
 		var v Verdict
 		began := time.Now()
 		d.Decide(ctx, &st.req, &v)
+		a := v.Audit()
 		if time.Since(began) > time.Second {
 			t.Errorf("%s: held %v, want no wait in a dry run", st.name, time.Since(began))
 		}

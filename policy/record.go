@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
@@ -29,8 +28,8 @@ func (d *Decider) named(c *ruleCache, entries []descriptors.Entry) string {
 	return ""
 }
 
-// record is the one place a call's outcome is counted and audited.
-func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start time.Time) {
+// record is the one place a call's outcome is counted.
+func (d *Decider) record(req *Request, v *Verdict, start time.Time) {
 	resource := ""
 	switch v.Outcome {
 	case DryRun, Authority, ParamFlow, QueueFull, ShuttingDown:
@@ -45,13 +44,17 @@ func (d *Decider) record(ctx context.Context, req *Request, v *Verdict, start ti
 	if d.rec != nil {
 		d.rec.Decision(req.API, req.Domain, resource, v.Outcome, d.now().Sub(start))
 	}
-	if a := audit.FromContext(ctx); a != nil {
-		fillAudit(a, req, v)
-	}
 }
 
-// fillAudit writes the call's outcome in the terms of audit.Decision.
-func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
+// Audit is the audit record of the call v decided (the decision log's line, the trace's
+// attributes), in the terms of audit.Decision: built from v and the Request it decided, which
+// must not have changed since. The zero Verdict's is the zero Decision.
+func (v *Verdict) Audit() audit.Decision {
+	var a audit.Decision
+	req := v.req
+	if req == nil {
+		return a
+	}
 	a.API = "check"
 	if req.API == APIRateLimit {
 		a.API = "ratelimit"
@@ -86,6 +89,7 @@ func fillAudit(a *audit.Decision, req *Request, v *Verdict) {
 		a.Shadow = true
 		describe(&v.ShadowBlock)
 	}
+	return a
 }
 
 // authorityReason says why the authority rule at i blocked origin.

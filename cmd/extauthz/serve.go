@@ -166,13 +166,15 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	if cfg.DecisionLog.Enabled {
 		obs.Log = log.Named("decision")
 	}
-	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
+	observer := observe.New(obs)
+	opts = append(opts, grpc.ChainUnaryInterceptor(observer.Unary))
 	api := envoyapi.New(envoyapi.Options{
 		Mapper: mapper.WithUses(ruleUses{current: store.Current}),
 		Policy: policy.Options{Rules: store.Current, Now: time.Now,
 			Recorder: recorder{Metrics: s.metrics, log: log}, Config: cfg.Decision},
-		Redact: red.Value,
-		Codec:  codec,
+		Redact:   red.Value,
+		Codec:    codec,
+		Reporter: observer,
 	})
 	s.api = api
 	src := storeSources(store, rem)

@@ -26,9 +26,11 @@ func BenchmarkUnary(b *testing.B) {
 		":path": "/items/42", ":method": "GET", "user-agent": "bench",
 	}, "a1b2c3")
 	ok := &authv3.CheckResponse{Status: &rpcstatus.Status{}}
-	handler := func(ctx context.Context, _ any) (any, error) {
-		if d := audit.FromContext(ctx); d != nil {
-			d.Result, d.Resource = ResultAllowed, "GET:/items"
+	var o *Observer // the one reported to; nil for the handler alone
+	handler := func(ctx context.Context, req any) (any, error) {
+		if o != nil {
+			d := audit.Decision{Result: ResultAllowed, Resource: "GET:/items"}
+			o.report(ctx, req, ok, &d, nil)
 		}
 		return ok, nil
 	}
@@ -43,7 +45,7 @@ func BenchmarkUnary(b *testing.B) {
 		}
 	})
 	b.Run("decision log", func(b *testing.B) {
-		o := New(Options{Log: log})
+		o = New(Options{Log: log})
 		b.ReportAllocs()
 		for b.Loop() {
 			_, _ = o.Unary(ctx, req, info, handler)
@@ -52,7 +54,7 @@ func BenchmarkUnary(b *testing.B) {
 	b.Run("decision log and tracing", func(b *testing.B) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
 		defer func() { _ = tp.Shutdown(context.Background()) }()
-		o := New(Options{Log: log, Tracer: tp.Tracer("bench")})
+		o = New(Options{Log: log, Tracer: tp.Tracer("bench")})
 		b.ReportAllocs()
 		for b.Loop() {
 			_, _ = o.Unary(ctx, req, info, handler)
@@ -67,20 +69,25 @@ func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { ret
 func (discard) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkLoopbackCheck is a whole Check over loopback gRPC, without the interceptor and with
-// it (decision log on, allows not logged, tracing off): the interceptor's share of a call.
+// it and its Report (decision log on, allows not logged, tracing off): the observer's share of
+// a call.
 func BenchmarkLoopbackCheck(b *testing.B) {
 	req := checkRequest(map[string]string{
 		"x-request-id": "a1b2c3", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}, "a1b2c3")
 	for _, bc := range []struct {
 		name string
-		opts []grpc.ServerOption
+		obs  *Observer
 	}{
 		{"without interceptor", nil},
-		{"with interceptor", []grpc.ServerOption{grpc.UnaryInterceptor(New(Options{Log: zap.NewNop()}).Unary)}},
+		{"with interceptor", New(Options{Log: zap.NewNop()})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := serveWith(b, bc.opts, &fakeAPI{})
+			var opts []grpc.ServerOption
+			if bc.obs != nil {
+				opts = append(opts, grpc.UnaryInterceptor(bc.obs.Unary))
+			}
+			c := serveWith(b, opts, &fakeAPI{obs: bc.obs})
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

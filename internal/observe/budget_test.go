@@ -31,10 +31,11 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 func blockedCall(t *testing.T, o *Observer, origin, value string) {
 	t.Helper()
 	info := &grpc.UnaryServerInfo{FullMethod: authv3.Authorization_Check_FullMethodName}
-	handler := func(ctx context.Context, _ any) (any, error) {
-		d := audit.FromContext(ctx)
-		d.Result, d.Reason, d.Resource, d.Origin, d.Param, d.Value = "blocked", "qps", "GET:/r", origin, "p", value
-		return &authv3.CheckResponse{}, nil
+	handler := func(ctx context.Context, req any) (any, error) {
+		d := audit.Decision{Result: "blocked", Reason: "qps", Resource: "GET:/r", Origin: origin, Param: "p", Value: value}
+		resp := &authv3.CheckResponse{}
+		o.report(ctx, req, resp, &d, nil)
+		return resp, nil
 	}
 	if _, err := o.Unary(context.Background(), checkRequest(nil, ""), info, handler); err != nil {
 		t.Fatal(err)

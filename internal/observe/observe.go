@@ -1,7 +1,7 @@
 // Package observe reports each decision of the Check and ShouldRateLimit calls: a gRPC server
-// interceptor gives every call an empty audit.Decision (which the decision path fills), and
-// once the handler returns, logs it (every block, and a sample of the allows) and ends the
-// call's trace span with it.
+// interceptor starts and ends each call's trace span, and the handler reports the call once
+// answered (Observer.Report, with the verdict whose audit record says what was decided): the
+// decision is logged (every block, and a sample of the allows) and put on the call's span.
 //
 // The request id and the trace context come from what Envoy sends: the CheckRequest's HTTP
 // request (its id, its headers) and the gRPC metadata of either call. Only this package, besides
@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/policy"
 	"github.com/extauthz/extauthz/tracing"
 )
 
@@ -117,26 +118,43 @@ func New(opts Options) *Observer {
 	return o
 }
 
-// Unary is the interceptor: for Check and ShouldRateLimit it puts an empty audit.Decision in
-// the call's context, runs the handler, and reports what the decision path recorded; other
-// methods pass through untouched.
+// Unary is the interceptor: for Check and ShouldRateLimit, with a Tracer, it starts the call's
+// span before the handler (which reports the decision on it, see Report) and ends it after;
+// other methods, and every call without a Tracer, pass through untouched.
 func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var api string
-	switch info.FullMethod {
-	case authv3.Authorization_Check_FullMethodName:
-		api = APICheck
-	case rlsv3.RateLimitService_ShouldRateLimit_FullMethodName:
-		api = APIRateLimit
-	default:
+	if o.tracer == nil || (info.FullMethod != authv3.Authorization_Check_FullMethodName &&
+		info.FullMethod != rlsv3.RateLimitService_ShouldRateLimit_FullMethodName) {
 		return handler(ctx, req)
 	}
-	ctx, d := audit.NewContext(ctx)
-	var span trace.Span
-	if o.tracer != nil {
-		ctx, span = o.tracer.Start(o.extract(ctx, req), strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
-	}
+	ctx, span := o.tracer.Start(o.extract(ctx, req), strings.TrimPrefix(info.FullMethod, "/"), trace.WithSpanKind(trace.SpanKindServer))
 	resp, err := handler(ctx, req)
-	o.complete(d, api, resp, err)
+	endSpan(span, err)
+	return resp, err
+}
+
+// apiOf is the api of a Check or ShouldRateLimit request, "" for any other message.
+func apiOf(req any) string {
+	switch req.(type) {
+	case *authv3.CheckRequest:
+		return APICheck
+	case *rlsv3.RateLimitRequest:
+		return APIRateLimit
+	}
+	return ""
+}
+
+// Report reports one Check or ShouldRateLimit call, once answered with resp or err: v's audit
+// record goes to the decision log (every block, a sample of the allows) and onto the call's
+// span (the one Unary started in ctx). It keeps nothing of its arguments. Report implements
+// envoyapi.Reporter.
+func (o *Observer) Report(ctx context.Context, req, resp any, v *policy.Verdict, err error) {
+	d := v.Audit()
+	o.report(ctx, req, resp, &d, err)
+}
+
+// report reports d, the decision of the call req answered with resp or err.
+func (o *Observer) report(ctx context.Context, req, resp any, d *audit.Decision, err error) {
+	o.complete(d, apiOf(req), resp, err)
 	// What only a report needs (the request id, Envoy's trace context) is read only for a call
 	// that is reported: most calls are allowed and neither logged nor traced.
 	var at time.Time // the line's time, as the cap on lines a second counted it
@@ -144,12 +162,16 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if logged {
 		logged, at = o.admit()
 	}
+	var span trace.Span // the call's, started by Unary; nil without a Tracer
+	if o.tracer != nil {
+		span = trace.SpanFromContext(ctx)
+	}
 	recording := span != nil && span.IsRecording()
 	if logged || recording {
 		o.fillRequestID(ctx, d, req)
 	}
-	if span != nil {
-		o.endSpan(span, d, err)
+	if recording {
+		o.describeSpan(span, d)
 	}
 	if logged {
 		sc := trace.SpanContextFromContext(ctx) // the call's span, or none without a tracer
@@ -158,7 +180,6 @@ func (o *Observer) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		}
 		o.logDecision(d, at, sc, err)
 	}
-	return resp, err
 }
 
 // complete fills what the decision path left empty: the api and a result read from the answer

@@ -12,6 +12,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -25,48 +26,55 @@ import (
 	"github.com/extauthz/extauthz/internal/audit"
 )
 
-// fakeAPI stands in for the decision path: it fills the call's Decision with what the test
-// says, and answers allowed or refused to match.
+// fakeAPI stands in for the decision path and its handlers: it decides what the test says,
+// answers allowed or refused to match, and reports the call to obs as the handlers do.
 type fakeAPI struct {
 	authv3.UnimplementedAuthorizationServer
 	rlsv3.UnimplementedRateLimitServiceServer
-	decide func(d *audit.Decision) // nil fills nothing
+	obs    *Observer               // nil: no report (a benchmark's baseline)
+	decide func(d *audit.Decision) // nil decides nothing
 	err    error
 }
 
-func (f *fakeAPI) fill(ctx context.Context) bool {
-	d := audit.FromContext(ctx)
-	if d == nil { // no interceptor (a benchmark's baseline)
-		return true
-	}
+// decision is what the test says was decided.
+func (f *fakeAPI) decision() (audit.Decision, bool) {
+	var d audit.Decision
 	if f.decide != nil {
-		f.decide(d)
+		f.decide(&d)
 	}
-	return d.Result == "" || !blocks(d) || d.Shadow
+	return d, d.Result == "" || !blocks(&d) || d.Shadow
 }
 
-func (f *fakeAPI) Check(ctx context.Context, _ *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	ok := f.fill(ctx)
-	if f.err != nil {
-		return nil, f.err
+func (f *fakeAPI) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	d, ok := f.decision()
+	var resp *authv3.CheckResponse
+	if f.err == nil {
+		code := codes.OK
+		if !ok {
+			code = codes.PermissionDenied
+		}
+		resp = &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code)}}
 	}
-	code := codes.OK
-	if !ok {
-		code = codes.PermissionDenied
+	if f.obs != nil {
+		f.obs.report(ctx, req, resp, &d, f.err)
 	}
-	return &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code)}}, nil
+	return resp, f.err
 }
 
-func (f *fakeAPI) ShouldRateLimit(ctx context.Context, _ *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	ok := f.fill(ctx)
-	if f.err != nil {
-		return nil, f.err
+func (f *fakeAPI) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	d, ok := f.decision()
+	var resp *rlsv3.RateLimitResponse
+	if f.err == nil {
+		code := rlsv3.RateLimitResponse_OK
+		if !ok {
+			code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		resp = &rlsv3.RateLimitResponse{OverallCode: code}
 	}
-	code := rlsv3.RateLimitResponse_OK
-	if !ok {
-		code = rlsv3.RateLimitResponse_OVER_LIMIT
+	if f.obs != nil {
+		f.obs.report(ctx, req, resp, &d, f.err)
 	}
-	return &rlsv3.RateLimitResponse{OverallCode: code}, nil
+	return resp, f.err
 }
 
 type client struct {
@@ -74,9 +82,11 @@ type client struct {
 	rls   rlsv3.RateLimitServiceClient
 }
 
-// serve runs api behind o's interceptor on a loopback gRPC server for the test's life.
+// serve runs api behind o's interceptor, reporting to o, on a loopback gRPC server for the
+// test's life.
 func serve(t *testing.T, o *Observer, api *fakeAPI) client {
 	t.Helper()
+	api.obs = o
 	return serveWith(t, []grpc.ServerOption{grpc.UnaryInterceptor(o.Unary)}, api)
 }
 
@@ -297,13 +307,16 @@ func sampled(n, every uint64) int {
 	return int((n + every - 1) / every)
 }
 
-// Other methods pass through without a Decision.
+// Other methods pass through with their context as it came, without a span.
 func TestOtherMethods(t *testing.T) {
-	o := New(Options{})
-	var got *audit.Decision
-	_, err := o.Unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"},
-		func(ctx context.Context, _ any) (any, error) { got = audit.FromContext(ctx); return nil, nil })
-	if err != nil || got != nil {
-		t.Errorf("health check got a Decision %v (err %v)", got, err)
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	o := New(Options{Tracer: tp.Tracer("test")})
+	ctx := context.Background()
+	var got context.Context
+	_, err := o.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"},
+		func(c context.Context, _ any) (any, error) { got = c; return nil, nil })
+	if err != nil || got != ctx {
+		t.Errorf("health check got context %v (err %v), want the one it came with", got, err)
 	}
 }

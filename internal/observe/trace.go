@@ -33,12 +33,8 @@ func (o *Observer) extract(ctx context.Context, req any) context.Context {
 	return ctx
 }
 
-// endSpan puts d on span and ends it. A block is no error; a call that failed is.
-func (o *Observer) endSpan(span trace.Span, d *audit.Decision, err error) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
+// describeSpan puts d on span.
+func (o *Observer) describeSpan(span trace.Span, d *audit.Decision) {
 	attrs := []attribute.KeyValue{
 		attribute.String("rpc.system", "grpc"),
 		attribute.String("extauthz.api", d.API),
@@ -60,7 +56,12 @@ func (o *Observer) endSpan(span trace.Span, d *audit.Decision, err error) {
 		attrs = append(attrs, attribute.Int64("extauthz.wait_us", d.Wait.Microseconds()))
 	}
 	span.SetAttributes(attrs...)
-	if err != nil {
+}
+
+// endSpan ends span, the span of a call that returned err. A block is no error; a call that
+// failed is.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
 		st := status.Convert(err)
 		span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(st.Code())))
 		span.SetStatus(otelcodes.Error, st.Message())
