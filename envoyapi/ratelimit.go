@@ -76,7 +76,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	resp := s.codec.Answer(n)
 	if v.Limits != nil {
-		fillStatuses(resp, s.limits(v.Rules), v.Limits)
+		fillStatuses(resp, s.limits(v.Rules), &s.resets, v.Limits)
 	}
 	if v.Outcome == policy.ParamFlow || v.Outcome == policy.QueueFull || v.Outcome == policy.ShuttingDown {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -92,9 +92,9 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 // fillStatuses sets current_limit, limit_remaining and duration_until_reset of every status
 // whose descriptor a rule applied to. The current_limit and duration_until_reset messages are
-// shared between answers (see limitCache and resetDuration): they are never changed once made,
+// shared between answers (see limitCache and resetCache): they are never changed once made,
 // and gRPC only reads them.
-func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []policy.Limit) {
+func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, resets *resetCache, st []policy.Limit) {
 	for i := range st {
 		s := &st[i]
 		if s.Rule < 0 {
@@ -104,7 +104,7 @@ func fillStatuses(resp *rlsv3.RateLimitResponse, limits *limitCache, st []policy
 		ds := resp.Statuses[i]
 		ds.CurrentLimit = limits.get(s, &q)
 		ds.LimitRemaining = q.remaining
-		ds.DurationUntilReset = resetDuration(q.reset)
+		ds.DurationUntilReset = resets.get(q.reset)
 	}
 }
 
@@ -144,16 +144,16 @@ func (c *limitCache) get(st *policy.Limit, q *quota) *rlsv3.RateLimitResponse_Ra
 	return n
 }
 
-// resets are the shared duration_until_reset messages of whole seconds below len(resets),
-// made on first use.
-var resets [3601]atomic.Pointer[durationpb.Duration]
+// resetCache holds the shared duration_until_reset messages of whole seconds below its
+// length, made on first use. Its zero value is empty; it is safe for concurrent use.
+type resetCache [3601]atomic.Pointer[durationpb.Duration]
 
-// resetDuration is a duration_until_reset of sec whole seconds, shared when it is small.
-func resetDuration(sec int64) *durationpb.Duration {
-	if sec < 0 || sec >= int64(len(resets)) {
+// get is a duration_until_reset of sec whole seconds, shared when it is small.
+func (c *resetCache) get(sec int64) *durationpb.Duration {
+	if sec < 0 || sec >= int64(len(c)) {
 		return &durationpb.Duration{Seconds: sec}
 	}
-	p := &resets[sec]
+	p := &c[sec]
 	if d := p.Load(); d != nil {
 		return d
 	}

@@ -82,6 +82,7 @@ type Server struct {
 	policy     *policy.Decider
 	pool       sync.Pool                  // of *scratch
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
+	resets     resetCache                 // duration_until_reset messages
 	redactFn   func(param, value string) string
 	codec      *wire.Codec // the rate-limit answers come from its pool
 	reporter   Reporter    // nil: none
