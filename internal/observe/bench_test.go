@@ -29,7 +29,7 @@ func BenchmarkUnary(b *testing.B) {
 	var o *Observer // the one reported to; nil for the handler alone
 	handler := func(ctx context.Context, req any) (any, error) {
 		if o != nil {
-			d := audit.Decision{Result: ResultAllowed, Resource: "GET:/items"}
+			d := audit.Decision{Result: "allowed", Resource: "GET:/items"}
 			o.report(ctx, req, ok, &d, nil)
 		}
 		return ok, nil

@@ -35,13 +35,6 @@ const (
 	APIRateLimit = "ratelimit"
 )
 
-// Results of audit.Decision that let the request through; every other result is a block (or
-// would have been one) and is always logged.
-const (
-	ResultAllowed   = "allowed"
-	ResultThrottled = "throttled"
-)
-
 // HeaderRequestID is Envoy's request id header, the key an access log joins on
 // (%REQ(X-REQUEST-ID)%).
 const HeaderRequestID = "x-request-id"
@@ -198,15 +191,15 @@ func (o *Observer) complete(d *audit.Decision, api string, resp any, err error) 
 	switch r := resp.(type) {
 	case *authv3.CheckResponse:
 		if r.GetStatus().GetCode() == int32(codes.OK) {
-			d.Result = ResultAllowed
+			d.Result = policy.Allowed.AuditResult()
 		} else {
-			d.Result = "blocked"
+			d.Result = policy.ParamFlow.AuditResult() // refused, by some rule
 		}
 	case *rlsv3.RateLimitResponse:
 		if r.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-			d.Result = "blocked"
+			d.Result = policy.ParamFlow.AuditResult() // refused, by some rule
 		} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
-			d.Result = ResultAllowed
+			d.Result = policy.Allowed.AuditResult()
 		}
 	}
 }
@@ -265,9 +258,10 @@ func checkHeader(h *authv3.AttributeContext_HttpRequest, name string) string {
 	return ""
 }
 
-// blocks reports whether d refused the request or would have (a dry run, a shadow rule).
+// blocks reports whether d refused the request or would have (a dry run, a shadow rule): any
+// result but the audit results of Allowed and Throttled, or a shadow rule's block.
 func blocks(d *audit.Decision) bool {
-	return d.Shadow || (d.Result != ResultAllowed && d.Result != ResultThrottled)
+	return d.Shadow || (d.Result != policy.Allowed.AuditResult() && d.Result != policy.Throttled.AuditResult())
 }
 
 // logs reports whether d goes to the decision log, within the lines a second allow (admit):

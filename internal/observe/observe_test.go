@@ -221,7 +221,7 @@ func TestDecisionCompleted(t *testing.T) {
 	c := serve(t, New(Options{Log: zap.New(core), AllowedEvery: 1}), api)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-request-id", "md-id")
 
-	api.decide = func(d *audit.Decision) { d.RequestID, d.Result = "own-id", ResultAllowed }
+	api.decide = func(d *audit.Decision) { d.RequestID, d.Result = "own-id", "allowed" }
 	if _, err := c.rls.ShouldRateLimit(ctx, limitRequest("resource", "r")); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestAllowedSampling(t *testing.T) {
 		results := []struct {
 			result string
 			shadow bool
-		}{{ResultAllowed, false}, {"blocked", false}, {ResultThrottled, false}, {ResultAllowed, true}}
+		}{{"allowed", false}, {"blocked", false}, {"throttled", false}, {"allowed", true}}
 		blocked := 0
 		for i := range 10 {
 			r := results[i%len(results)]
