@@ -201,9 +201,10 @@ func (v *Verdict) reset() {
 }
 
 // Decide decides req into v, holds a throttled call for its wait, and records the outcome in
-// the metrics once, whatever it is. v refers to req until the next Decide (see Audit). In a dry run a request that
-// would have been refused (Invalid, or blocked) is allowed instead, with Outcome DryRun,
-// DryRun set and Block saying what would have refused it, and a throttled one is not held.
+// the metrics once, whatever it is; v refers to req until the next Decide (see Audit). In a
+// dry run a request that would have been refused (Invalid, or blocked) is allowed instead,
+// with Outcome DryRun, DryRun set and Block saying what would have refused it, and a
+// throttled one is not held.
 func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	start := d.now()
 	v.reset()
@@ -213,7 +214,7 @@ func (d *Decider) Decide(ctx context.Context, req *Request, v *Verdict) {
 	switch {
 	case d.dryRun && v.Outcome != Allowed && v.Outcome != Cancelled:
 		v.Outcome, v.DryRun = DryRun, true
-		if v.Block.Kind == Allowed {
+		if v.Block.Kind == Allowed { // no Block: a malformed request
 			v.Block.Kind, v.Block.Reason = Invalid, Invalid.Label()
 		}
 	case v.Outcome != Allowed:
