@@ -42,7 +42,9 @@ type Config struct {
 	HotParam HotParamConfig `json:"hot_param"`
 	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
 	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
-	// like 512MiB sets that (see memlimit).
+	// like 512MiB sets that (see memlimit). Under a limit, and unless GOGC is set, the
+	// collector lets garbage grow to an eighth of the limit (at most 4x the live heap, never
+	// less than Go's default of 1x) between collections.
 	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.
