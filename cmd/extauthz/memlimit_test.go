@@ -40,13 +40,15 @@ func TestBinaryMemoryLimit(t *testing.T) {
 	if got, want := e["soft_limit_bytes"], float64(256<<20); got != want || e["from"] != "memory_limit" {
 		t.Errorf("memory limit logged %v, want soft_limit_bytes %v from memory_limit", e, want)
 	}
-	// Under the limit the collector's target follows the live heap: an eighth of the limit of
-	// garbage, at most 4x the few MiB a service without rules holds, so GOGC 400.
-	if got, want := e["gc_allowance_bytes"], float64(32<<20); got != want {
+	// Under a limit the collector's target follows the live heap: a 32nd of the limit of
+	// garbage, at most 4x the few MiB a service without rules holds, so under 1GiB GOGC 400.
+	if got, want := e["gc_allowance_bytes"], float64(8<<20); got != want {
 		t.Errorf("memory limit logged %v, want gc_allowance_bytes %v", e, want)
 	}
+	cfg = writeFile(t, dir, "extauthz.yaml", "memory_limit: 1GiB\n")
+	p = startIn(t, dir, "--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 	if got := gogcPercent(t, p); got != "400" {
-		t.Errorf("go_gc_gogc_percent = %q under a 256MiB limit, want 400", got)
+		t.Errorf("go_gc_gogc_percent = %q under a 1GiB limit, want 400", got)
 	}
 	// GOGC set by the operator stays in force.
 	p = testbin.Start(t, testbin.Options{Binary: binary(t), Dir: dir, Env: []string{"GOGC=150"},

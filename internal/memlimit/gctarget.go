@@ -8,28 +8,31 @@ import (
 	"time"
 )
 
-// The GC target's bounds, in GOGC percent: never below Go's default, never above the share
-// that lets garbage reach four times the live heap.
+// The GC target's bounds, in GOGC percent.
 const (
-	MinGCPercent = 100
+	// MinGCPercent lets garbage reach a quarter of the live heap, at most: a large state is
+	// marked at most four times as often as at Go's default, for a resident size close to it.
+	MinGCPercent = 25
+	// MaxGCPercent lets garbage reach four times the live heap, at most.
 	MaxGCPercent = 400
 	// AllowanceShare is the share of the soft memory limit that garbage may take beyond the
-	// live heap before a collection, when the live heap is small.
-	AllowanceShare = 1.0 / 8
+	// live heap before a collection.
+	AllowanceShare = 1.0 / 32
 )
 
-// GCTarget sets the collector's target (GOGC) from the live heap and the soft memory limit.
-// A service whose live state is small next to its limit spends most of its collector time
-// sweeping the garbage of requests; letting that garbage grow to Allowance bytes, at most
-// MaxGCPercent of the live heap, before a collection cuts that time several-fold, and the soft
-// limit still bounds the heap. Once the live heap exceeds Allowance, the percent is
-// MinGCPercent, Go's default, so a large state (a million tracked values) costs what it
-// always has. The heap's peak is thus live + max(live, min(4 × live, Allowance)), never past
-// the soft limit.
+// GCTarget sets the collector's target (GOGC) from the live heap and the soft memory limit:
+// the heap may grow by Allowance bytes of garbage, a fixed share of the limit, past the live
+// heap before a collection, within [MinGCPercent, MaxGCPercent] of the live heap. A service
+// with a small state (a few rules, a few thousand values) then spends a fraction of Go
+// default's collector time on the garbage of its requests, and one with a large state (a
+// million tracked values) holds a resident size close to its live heap instead of up to twice
+// it. The heap peaks at live + min(max(Allowance, live/4), 4 × live), and the soft limit still
+// bounds it; under a 1GiB limit, Allowance is 32MiB.
 //
-// The zero value changes nothing. A GCTarget is used by the goroutine that runs it.
+// The zero value sets Go's default. A GCTarget is used by the goroutine that runs it.
 type GCTarget struct {
-	// Allowance is the garbage, in bytes, the heap may hold beyond the live heap; 0 disables.
+	// Allowance is the garbage, in bytes, the heap may hold beyond the live heap; 0 keeps
+	// Go's default of 100.
 	Allowance int64
 	// Every is how often the live heap is read; 0 is one second.
 	Every time.Duration
@@ -54,7 +57,7 @@ func NewGCTarget(limit int64, getenv func(string) string) *GCTarget {
 // within [MinGCPercent, MaxGCPercent].
 func (g *GCTarget) Percent(live uint64) int {
 	if g.Allowance <= 0 {
-		return MinGCPercent
+		return 100
 	}
 	if live == 0 {
 		return MaxGCPercent
@@ -95,7 +98,7 @@ func (g *GCTarget) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if g.percent != 0 && g.set == nil {
-				debug.SetGCPercent(MinGCPercent)
+				debug.SetGCPercent(100)
 			}
 			return
 		case <-t.C:

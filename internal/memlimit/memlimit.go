@@ -6,7 +6,7 @@
 // 100), so a service holding a large, steady state (tracked values) can be killed by the
 // container's limit while half of what it holds is garbage. With the limit, the collector runs
 // harder as the heap nears it, and resident memory tracks the live heap. Under a limit, GCTarget
-// lets a small live state carry more garbage between collections (see GCTarget).
+// sets the collector's target from the live heap (see GCTarget).
 package memlimit
 
 import (
