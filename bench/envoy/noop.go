@@ -19,8 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/cmd/extauthz/config"
+	"github.com/extauthz/extauthz/envoyapi"
 )
 
 // noop answers OK to every Check and ShouldRateLimit without looking at it: what the gRPC
