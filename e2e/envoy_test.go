@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
-	"github.com/extauthz/extauthz/cmd/extauthz/config"
 	"github.com/extauthz/extauthz/internal/envoysim"
 	"github.com/extauthz/extauthz/internal/testkit/envoytest"
 )

@@ -180,7 +180,7 @@ func checkArchives(t *testing.T, root string, c config, archives []artifact) {
 		if !slices.Equal(names, a.members) {
 			t.Errorf("%s holds %v, want %v", a.name, names, a.members)
 		}
-		for _, want := range []string{"LICENSE", "README.md", "CHANGELOG.md"} {
+		for _, want := range []string{"LICENSE", "README.md", "CHANGELOG.md", "docs/configuration.md", "docs/rules.md"} { // the README links to docs/
 			if !slices.Contains(names, want) {
 				t.Errorf("%s lacks %s", a.name, want)
 			}
@@ -288,22 +288,22 @@ func checkChecksums(t *testing.T, c config, path string, files []artifact) {
 	}
 }
 
-// runReadme runs the README's commands that check a downloaded release (its "Getting a
+// runDocs runs the commands of docs/deploy.md that check a downloaded release (its "Getting a
 // release" sh block) in dist, with X.Y.Z the snapshot's version and linux_amd64 this machine.
-func runReadme(t *testing.T, root, dist string, f fields, host binary) {
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+func runDocs(t *testing.T, root, dist string, f fields, host binary) {
+	data, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(data), "\n## Getting a release\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Getting a release" section`)
+		t.Fatal(`docs/deploy.md has no "## Getting a release" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, block, ok := strings.Cut(section, "```sh\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal(`README.md "Getting a release": no sh block`)
+		t.Fatal(`docs/deploy.md "Getting a release": no sh block`)
 	}
 	script := strings.ReplaceAll(block, "X.Y.Z", f["Version"].(string))
 	script = strings.ReplaceAll(script, "linux_amd64", host.target.os+"_"+host.target.arch)
@@ -311,10 +311,10 @@ func runReadme(t *testing.T, root, dist string, f fields, host binary) {
 	cmd.Dir = dist
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's commands failed: %v\n%s\n%s", err, script, out)
+		t.Fatalf("the commands of docs/deploy.md failed: %v\n%s\n%s", err, script, out)
 	}
 	want := fmt.Sprintf("extauthz %s\ncommit: %s\n", f["Version"], f["FullCommit"])
 	if !strings.Contains(string(out), ": OK\n") || !strings.Contains(string(out), want) {
-		t.Errorf("the README's commands said\n%s\nwant the archive's checksum OK and\n%s", out, want)
+		t.Errorf("the commands of docs/deploy.md said\n%s\nwant the archive's checksum OK and\n%s", out, want)
 	}
 }

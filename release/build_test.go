@@ -303,5 +303,5 @@ func TestSnapshot(t *testing.T) {
 
 	sums := writeChecksums(t, dist, f, c, append(append([]artifact{}, archives...), sboms...))
 	t.Run("checksums", func(t *testing.T) { checkChecksums(t, c, sums, append(archives, sboms...)) })
-	t.Run("readme", func(t *testing.T) { runReadme(t, root, dist, f, host) })
+	t.Run("docs", func(t *testing.T) { runDocs(t, root, dist, f, host) })
 }

@@ -12,6 +12,9 @@
 #   DESCRIPTORS=10 ROUNDS=3 bench/descriptors/run.sh
 #   BEFORE_BIN=/tmp/extauthz-before bench/descriptors/run.sh   # that binary too ("before")
 set -euo pipefail
+# extauthz runs under a soft memory limit, as in a container with a 1GiB limit (memory_limit,
+# whose collector target follows the live heap); EXTAUTHZ_MEMORY_LIMIT=off measures Go's default.
+export EXTAUTHZ_MEMORY_LIMIT="${EXTAUTHZ_MEMORY_LIMIT:-1GiB}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 if ! command -v h2load >/dev/null; then
 	if [ "$(id -u)" = 0 ]; then

@@ -18,6 +18,9 @@
 # Everything listens on 127.0.0.1 at ports the kernel picks; the whole run is bounded by
 # ROUNDS x variants x (SECONDS_PER_RUN + 1s of warm-up).
 set -euo pipefail
+# extauthz runs under a soft memory limit, as in a container with a 1GiB limit (memory_limit,
+# whose collector target follows the live heap); EXTAUTHZ_MEMORY_LIMIT=off measures Go's default.
+export EXTAUTHZ_MEMORY_LIMIT="${EXTAUTHZ_MEMORY_LIMIT:-1GiB}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 if ! command -v h2load >/dev/null; then
 	if [ "$(id -u)" = 0 ]; then

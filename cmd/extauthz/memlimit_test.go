@@ -4,7 +4,22 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/internal/testkit/testbin"
 )
+
+// gogcPercent is the go_gc_gogc_percent p's /metrics reports.
+func gogcPercent(t *testing.T, p *proc) string {
+	t.Helper()
+	_, body := p.Get(t, "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no go_gc_gogc_percent in /metrics")
+	return ""
+}
 
 // The memory_limit setting becomes the runtime's soft limit, logged at start; a bad one is a
 // config error naming the key.
@@ -24,6 +39,25 @@ func TestBinaryMemoryLimit(t *testing.T) {
 	e = p.Entry("memory limit")
 	if got, want := e["soft_limit_bytes"], float64(256<<20); got != want || e["from"] != "memory_limit" {
 		t.Errorf("memory limit logged %v, want soft_limit_bytes %v from memory_limit", e, want)
+	}
+	// Under a limit the collector's target follows the live heap: a 32nd of the limit of
+	// garbage, at most 4x the few MiB a service without rules holds, so under 1GiB GOGC 400.
+	if got, want := e["gc_allowance_bytes"], float64(8<<20); got != want {
+		t.Errorf("memory limit logged %v, want gc_allowance_bytes %v", e, want)
+	}
+	cfg = writeFile(t, dir, "extauthz.yaml", "memory_limit: 1GiB\n")
+	p = startIn(t, dir, "--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	if got := gogcPercent(t, p); got != "400" {
+		t.Errorf("go_gc_gogc_percent = %q under a 1GiB limit, want 400", got)
+	}
+	// GOGC set by the operator stays in force.
+	p = testbin.Start(t, testbin.Options{Binary: binary(t), Dir: dir, Env: []string{"GOGC=150"},
+		Args: []string{"--config", cfg, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}})
+	if e := p.Entry("memory limit"); e["gc_allowance_bytes"] != nil {
+		t.Errorf("memory limit logged %v with GOGC set, want no gc_allowance_bytes", e)
+	}
+	if got := gogcPercent(t, p); got != "150" {
+		t.Errorf("go_gc_gogc_percent = %q with GOGC=150, want 150", got)
 	}
 
 	cmd := exec.Command(binary(t), "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")

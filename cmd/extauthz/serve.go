@@ -53,7 +53,10 @@ func serve(ctx context.Context, fs *pflag.FlagSet, environ []string, stderr io.W
 	}
 	defer func() { _ = log.Sync() }()
 	logSettings(log, cfg)
-	setMemoryLimit(log, cfg.MemoryLimit, lookupEnv(environ))
+	if gc := setMemoryLimit(log, cfg.MemoryLimit, lookupEnv(environ)); gc != nil {
+		gc.Update() // in force before the first call
+		go gc.Run(ctx)
+	}
 	warnIgnoredEnv(log, environ)
 	warnStore(log, cfg.Store.Redis)
 
@@ -500,13 +503,14 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 }
 
 // setMemoryLimit sets the Go runtime's soft memory limit from setting (the memory_limit key) or
-// the container's cgroup, and logs it. A cgroup file that cannot be read is logged and leaves
-// the runtime's default: it is no reason not to serve.
-func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string) {
+// the container's cgroup, and logs it with the collector's target that follows from it, which
+// the caller runs. A cgroup file that cannot be read is logged and leaves the runtime's
+// default: it is no reason not to serve.
+func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string) *memlimit.GCTarget {
 	lim, err := memlimit.Detect(memlimit.Source{Setting: setting, Getenv: getenv})
 	if err != nil {
 		log.Warn("memory limit not set", zap.Error(err))
-		return
+		return nil
 	}
 	inForce := lim.Apply()
 	fields := []zap.Field{zap.String("from", lim.From)}
@@ -516,5 +520,10 @@ func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string)
 	if lim.Container > 0 {
 		fields = append(fields, zap.Int64("container_limit_bytes", lim.Container), zap.String("file", lim.File))
 	}
+	gc := memlimit.NewGCTarget(inForce, getenv)
+	if gc != nil {
+		fields = append(fields, zap.Int64("gc_allowance_bytes", gc.Allowance))
+	}
 	log.Info("memory limit", fields...)
+	return gc
 }

@@ -54,15 +54,15 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 }
 
-// TestReadmeNamesTheHeadlessService: the README's STRICT_DNS cluster, on Kubernetes, points
-// at the headless Service, which resolves to every pod.
-func TestReadmeNamesTheHeadlessService(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestEnvoyDocNamesTheHeadlessService: the STRICT_DNS cluster of docs/envoy.md, on Kubernetes,
+// points at the headless Service, which resolves to every pod.
+func TestEnvoyDocNamesTheHeadlessService(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/envoy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`extauthz-headless\.extauthz\.svc\.cluster\.local`).Match(readme) {
-		t.Error("README: the STRICT_DNS example does not name extauthz-headless.extauthz.svc.cluster.local")
+	if !regexp.MustCompile(`extauthz-headless\.extauthz\.svc\.cluster\.local`).Match(doc) {
+		t.Error("docs/envoy.md: the STRICT_DNS example does not name extauthz-headless.extauthz.svc.cluster.local")
 	}
 	render(t, "overlays/memory", "").Find("Service", "extauthz-headless")
 }

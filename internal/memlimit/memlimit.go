@@ -5,7 +5,8 @@
 // Without a soft limit the Go heap may grow to twice the live heap before a collection (GOGC
 // 100), so a service holding a large, steady state (tracked values) can be killed by the
 // container's limit while half of what it holds is garbage. With the limit, the collector runs
-// harder as the heap nears it, and resident memory tracks the live heap.
+// harder as the heap nears it, and resident memory tracks the live heap. Under a limit, GCTarget
+// sets the collector's target from the live heap (see GCTarget).
 package memlimit
 
 import (

@@ -42,7 +42,9 @@ type Config struct {
 	HotParam HotParamConfig `json:"hot_param"`
 	// MemoryLimit is the Go runtime's soft memory limit: "" takes 90% of the container's
 	// cgroup limit (none without one, or when GOMEMLIMIT is set), "off" sets none, and a size
-	// like 512MiB sets that (see memlimit).
+	// like 512MiB sets that (see memlimit). Under a limit, and unless GOGC is set, the
+	// collector lets garbage grow by a 32nd of the limit past the live heap between
+	// collections (between a quarter and 4x the live heap).
 	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.

@@ -360,8 +360,8 @@ func TestUnknownSourceField(t *testing.T) {
 
 // The configs shipped with the project load and validate.
 func TestShippedConfigs(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/*.yaml")
-	files = append(files, "../../envoy-config/extauthz.yaml")
+	files, _ := filepath.Glob("../../../examples/*.yaml")
+	files = append(files, "../../../envoy-config/extauthz.yaml")
 	for _, f := range files {
 		if strings.Contains(filepath.Base(f), "rules") {
 			continue

@@ -93,7 +93,7 @@ func Cleanup() {
 // cmd/extauthz/config/config.go, so that the manifests are checked against the source of truth.
 func Defaults(t testing.TB) (grpcAddr, adminAddr string) {
 	t.Helper()
-	file := filepath.Join(RepoRoot(t), "internal", "config", "config.go")
+	file := filepath.Join(RepoRoot(t), "cmd", "extauthz", "config", "config.go")
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)

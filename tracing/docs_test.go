@@ -11,16 +11,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The Envoy tracing snippet of the README's Tracing section is a valid connection manager
-// tracing block with the OpenTelemetry provider.
-func TestReadmeEnvoySnippet(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The Envoy tracing snippet of the Tracing section of docs/operations.md is a valid connection
+// manager tracing block with the OpenTelemetry provider.
+func TestDocsEnvoySnippet(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Tracing\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Tracing\n")
 	if !ok {
-		t.Fatal("README.md has no Tracing section")
+		t.Fatal("docs/operations.md has no Tracing section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, snippet, ok := strings.Cut(section, "```yaml\n")

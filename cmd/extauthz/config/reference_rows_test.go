@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// formatDefault spells a default value as the README's config reference does.
+// formatDefault spells a default value as the config reference (docs/configuration.md) does.
 func formatDefault(v reflect.Value) string {
 	if d, ok := v.Interface().(time.Duration); ok {
 		return "`" + formatDuration(d) + "`"
@@ -48,10 +48,10 @@ func formatDuration(d time.Duration) string {
 	return d.String()
 }
 
-// Every key has its row in the README's config reference, with its variable and its default,
-// and every row names a key that exists.
-func TestReadmeConfigReference(t *testing.T) {
-	f, err := os.Open("../../README.md")
+// Every key has its row in the config reference, docs/configuration.md, with its variable and
+// its default, and every row names a key that exists.
+func TestConfigReferenceRows(t *testing.T) {
+	f, err := os.Open(referenceFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestReadmeConfigReference(t *testing.T) {
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "#") {
-			in = line == "### Config reference"
+			in = line == "# Configuration"
 			continue
 		}
 		if !in || !strings.HasPrefix(line, "| `") {
@@ -75,18 +75,18 @@ func TestReadmeConfigReference(t *testing.T) {
 		rows[strings.Trim(cells[0], "`")] = cells[1:]
 	}
 	if len(rows) == 0 {
-		t.Fatal("no config reference table in README.md")
+		t.Fatal("no config reference table in docs/configuration.md")
 	}
 	def := reflect.ValueOf(Default())
 	for _, k := range Keys() {
 		cells, ok := rows[k.Name]
 		if !ok {
-			t.Errorf("README: no row for %s", k.Name)
+			t.Errorf("docs/configuration.md: no row for %s", k.Name)
 			continue
 		}
 		delete(rows, k.Name)
 		if len(cells) < 3 {
-			t.Errorf("README row %s: want variable, default and meaning, got %q", k.Name, cells)
+			t.Errorf("docs/configuration.md row %s: want variable, default and meaning, got %q", k.Name, cells)
 			continue
 		}
 		wantEnv := "`" + k.Env + "`"
@@ -94,20 +94,20 @@ func TestReadmeConfigReference(t *testing.T) {
 			wantEnv = "file only"
 		}
 		if cells[0] != wantEnv {
-			t.Errorf("README row %s: variable %q, want %q", k.Name, cells[0], wantEnv)
+			t.Errorf("docs/configuration.md row %s: variable %q, want %q", k.Name, cells[0], wantEnv)
 		}
 		wantDef := formatDefault(def.FieldByIndex(k.index))
 		if k.Name == "rules_file" {
 			wantDef = "`" + DefaultRulesFile + "` if present"
 		}
 		if cells[1] != wantDef {
-			t.Errorf("README row %s: default %q, want %q", k.Name, cells[1], wantDef)
+			t.Errorf("docs/configuration.md row %s: default %q, want %q", k.Name, cells[1], wantDef)
 		}
 		if cells[2] == "" {
-			t.Errorf("README row %s: no meaning", k.Name)
+			t.Errorf("docs/configuration.md row %s: no meaning", k.Name)
 		}
 	}
 	for name := range rows {
-		t.Errorf("README: row for %s, which is no config key", name)
+		t.Errorf("docs/configuration.md: row for %s, which is no config key", name)
 	}
 }

@@ -1,0 +1,244 @@
+// Command rediscost measures what Redis spends inside one script call of extauthz's cluster
+// check, calls one at a time, three ways side by side on one redis-server: through the built
+// binary (ShouldRateLimit over gRPC, one descriptor of one cluster rule); in process, the
+// store's own Eval as BenchmarkRedisCost calls it; and a one-line INCRBY script, the floor of
+// any script call. Redis's own clock counts (INFO commandstats, usec per EVALSHA). Each round
+// runs the three in a rotated order and prints the ratios next to their targets: the binary
+// within ±20% of the in-process figure, and at most 3.5x the INCRBY script.
+//
+// With -pin (taskset), redis-server runs on CPU 1 and everything else on CPU 0, as when Redis
+// has a machine of its own: commandstats counts wall time, and on a shared core the callers'
+// threads take the CPU from Redis in the middle of a script.
+//
+//	go build -o /tmp/extauthz ./cmd/extauthz && go run ./bench/rediscost -extauthz /tmp/extauthz
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/redisstore"
+)
+
+func main() {
+	bin := flag.String("extauthz", "", "the built extauthz binary")
+	redisBin := flag.String("redis-server", "redis-server", "redis-server to run")
+	calls := flag.Int("calls", 5000, "calls per way and round")
+	rounds := flag.Int("rounds", 3, "rounds")
+	pin := flag.Bool("pin", false, "redis-server on CPU 1, the rest on CPU 0")
+	flag.Parse()
+	if *bin == "" {
+		fmt.Fprintln(os.Stderr, "rediscost: -extauthz is required")
+		os.Exit(2)
+	}
+	if err := run(*bin, *redisBin, *calls, *rounds, *pin); err != nil {
+		fmt.Fprintln(os.Stderr, "rediscost:", err)
+		os.Exit(1)
+	}
+}
+
+// way is one of the three callers: call makes one script call.
+type way struct {
+	name string
+	call func(ctx context.Context) error
+}
+
+func run(bin, redisBin string, calls, rounds int, pin bool) error {
+	dir, err := os.MkdirTemp("", "rediscost")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if pin {
+		// this process, and every process it starts but Redis, on CPU 0
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			return fmt.Errorf("taskset: %v: %s", err, out)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	raddr := "127.0.0.1:" + strconv.Itoa(port)
+	redisArgs := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	var redisCmd *exec.Cmd
+	if pin {
+		redisCmd = exec.Command("taskset", append([]string{"-c", "1", redisBin}, redisArgs...)...)
+	} else {
+		redisCmd = exec.Command(redisBin, redisArgs...)
+	}
+	if err := redisCmd.Start(); err != nil {
+		return fmt.Errorf("cannot start redis-server: %w", err)
+	}
+	defer func() { _ = redisCmd.Process.Kill(); _ = redisCmd.Wait() }()
+	rc, err := dial(raddr)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ctx := context.Background()
+
+	// the binary, with one cluster rule that never refuses
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("param_flow:\n  - {resource: \"POST:/orders\", param: user, grade: qps, count: 1000000000, duration: 1s, cluster: true}\n"), 0o600); err != nil {
+		return err
+	}
+	gport, err := freePort()
+	if err != nil {
+		return err
+	}
+	gaddr := "127.0.0.1:" + strconv.Itoa(gport)
+	svc := exec.Command(bin, "serve", "--rules", rules, "--grpc-addr", gaddr, "--admin-addr", "127.0.0.1:0", "--log-format", "json")
+	svc.Env = append(os.Environ(), "EXTAUTHZ_STORE_REDIS_ADDRS="+raddr)
+	logf, err := os.Create(filepath.Join(dir, "extauthz.log"))
+	if err != nil {
+		return err
+	}
+	svc.Stdout, svc.Stderr = logf, logf
+	if err := svc.Start(); err != nil {
+		return fmt.Errorf("cannot start extauthz: %w", err)
+	}
+	defer func() { _ = svc.Process.Kill(); _ = svc.Wait() }()
+	conn, err := grpc.NewClient(gaddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "extauthz", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "resource", Value: "POST:/orders"}, {Key: "user", Value: "u1"}}}}}
+	if err := waitServing(ctx, rls, req, filepath.Join(dir, "extauthz.log")); err != nil {
+		return err
+	}
+
+	// in process: the store's Eval, as BenchmarkRedisCost calls it
+	store, err := redisstore.New(redisstore.Config{Addrs: []string{raddr}, Timeout: time.Second, BlockedCache: -1})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ops := []hotparam.RemoteOp{{RuleID: "q", Value: "u1", Count: 1e9, Duration: time.Second, Hits: 1}}
+	res := make([]hotparam.RemoteResult, 1)
+
+	incr := rueidis.NewLuaScript("return redis.call('INCRBY', KEYS[1], 1)")
+	ways := []way{
+		{"binary", func(ctx context.Context) error {
+			ans, err := rls.ShouldRateLimit(ctx, req)
+			if err == nil && ans.OverallCode != rlsv3.RateLimitResponse_OK {
+				err = fmt.Errorf("answered %v", ans.OverallCode)
+			}
+			return err
+		}},
+		{"in-process", func(ctx context.Context) error { return store.Eval(ctx, ops, res) }},
+		{"incrby", func(ctx context.Context) error { return incr.Exec(ctx, rc, []string{"rediscost:n"}, nil).Error() }},
+	}
+	for _, w := range ways { // warm: scripts loaded, connections open
+		for range 100 {
+			if err := w.call(ctx); err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+		}
+	}
+	fmt.Printf("# %d calls a way and round, one at a time; pinned: %v\n", calls, pin)
+	fmt.Printf("%-6s %-11s %14s\n", "round", "way", "redis-us/call")
+	var ratioIn, ratioIncr []string
+	for r := range rounds {
+		got := map[string]float64{}
+		for i := range ways {
+			w := ways[(i+r)%len(ways)]
+			if err := rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error(); err != nil {
+				return err
+			}
+			for range calls {
+				if err := w.call(ctx); err != nil {
+					return fmt.Errorf("%s: %w", w.name, err)
+				}
+			}
+			per, err := usecPerCall(ctx, rc)
+			if err != nil {
+				return err
+			}
+			got[w.name] = per
+			fmt.Printf("%-6d %-11s %14.2f\n", r+1, w.name, per)
+		}
+		ratioIn = append(ratioIn, fmt.Sprintf("%.2f", got["binary"]/got["in-process"]))
+		ratioIncr = append(ratioIncr, fmt.Sprintf("%.2f", got["binary"]/got["incrby"]))
+	}
+	fmt.Printf("binary / in-process, by round: %s   (target 0.8..1.2)\n", strings.Join(ratioIn, " "))
+	fmt.Printf("binary / INCRBY script, by round: %s   (target <= 3.5)\n", strings.Join(ratioIncr, " "))
+	return nil
+}
+
+// usecPerCall is INFO commandstats' usec_per_call of EVALSHA since the last reset.
+func usecPerCall(ctx context.Context, rc rueidis.Client) (float64, error) {
+	info, err := rc.Do(ctx, rc.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+				return strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return 0, errors.New("no EVALSHA in INFO commandstats")
+}
+
+func dial(addr string) (rueidis.Client, error) {
+	var last error
+	for range 100 {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("redis-server at %s: %w", addr, last)
+}
+
+func waitServing(ctx context.Context, rls rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest, log string) error {
+	var last error
+	for range 200 {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := rls.ShouldRateLimit(c, req)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(log)
+	return fmt.Errorf("extauthz did not serve: %v\n%s", last, b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
