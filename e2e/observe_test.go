@@ -221,8 +221,8 @@ func TestDecisionLog(t *testing.T) {
 		"rid-check-403": {"level": "info", "api": "check", "result": "blocked"},
 		"rid-dl-3":      {"level": "info", "api": "ratelimit", "result": "blocked"},
 	}
-	// What the decision path records of each block (package policy fills the call's
-	// audit.Decision); until it does, the interceptor knows only the answer.
+	// What the decision path records of each block (the audit record policy builds from the
+	// verdict and the handler reports).
 	recorded := map[string]map[string]any{
 		"rid-check-403": {"resource": "GET:/items", "origin": "stranger", "rule": "authority[0]",
 			"reason": "authority", "param": "", "value": ""},
