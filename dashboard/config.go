@@ -15,31 +15,32 @@ import (
 
 // Config is the sentinel_dashboard section of the service config. The zero value is off.
 type Config struct {
-	// Addrs are the dashboards' host:port; the heartbeat goes to the first that answers.
+	// Addrs are the Sentinel dashboards (`host:port`) the heartbeat goes to, the first that answers (see
+	// [Sentinel dashboard](sentinel.md#sentinel-dashboard)).
 	Addrs []string `json:"addrs"`
-	// App is the application name the dashboard lists the machine under.
+	// App is the application the dashboard lists the replicas under.
 	App string `json:"app"`
 	// AppType is Sentinel's application type: 0 a common application, 1 an API gateway.
 	AppType int `json:"app_type"`
-	// CommandAddr is the address of the command listener; "" means no listener and no
-	// heartbeat.
+	// CommandAddr is the listener of the dashboard's commands (e.g. `127.0.0.1:8719`); empty: no
+	// listener, no heartbeat.
 	CommandAddr string `json:"command_addr"`
-	// IP is the literal address the heartbeat gives the dashboard to reach the command port;
-	// "" takes CommandAddr's host when it is a literal address other than the unspecified one,
-	// else the first address of the host's interfaces that is not loopback.
+	// IP is the literal address the dashboard reaches the command port at; empty: `command_addr`'s host
+	// when literal, else the host's first address that is not loopback.
 	IP string `json:"ip"`
 	// Hostname is the heartbeat's host name; "" is the host's own.
 	Hostname string `json:"hostname"`
-	// HeartbeatInterval is how often the heartbeat is sent.
+	// HeartbeatInterval is the time between heartbeats (the dashboard marks a machine unhealthy after
+	// 60s without one).
 	HeartbeatInterval time.Duration `json:"heartbeat_interval"`
-	// AllowedCallers are the addresses or CIDR ranges, besides those of Addrs (their names
-	// resolved at start), whose commands the listener answers; others are refused.
+	// AllowedCallers are the addresses or CIDR ranges answered besides those of `addrs` (names resolved
+	// at start); any other caller gets 403.
 	AllowedCallers []string `json:"allowed_callers"`
-	// AllowMemoryOverrides lets a push replace the rules of a source that cannot be written
-	// (a rules file) in memory only: they are lost on restart and on the file's next reload.
+	// AllowMemoryOverrides puts, with rules from a file (or none), pushes in force in memory only,
+	// lost on restart and on the file's next reload; `false`: such pushes are refused.
 	AllowMemoryOverrides bool `json:"allow_memory_overrides"`
-	// EtcdKey is the key of rules_etcd.keys that pushes are written to; "" is the only key
-	// when there is one.
+	// EtcdKey is the key of `rules_etcd.keys` pushes are written to (Sentinel's object form);
+	// empty: the only key.
 	EtcdKey string `json:"etcd_key"`
 }
 

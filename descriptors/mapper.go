@@ -30,23 +30,19 @@ type Config struct {
 
 // AuthzConfig maps a CheckRequest.
 type AuthzConfig struct {
-	// Resource is a template over the request: {method}, {path} (without query), {host}.
-	// A route's context_extensions["resource"] wins when set. Default "{method}:{path}".
+	// Resource is Check's resource template (see [Mapping](mapping.md)).
 	Resource string `json:"resource"`
-	// Origin lists sources in order; the first that yields a value wins.
+	// Origin is Check's origin sources, the first that yields a value wins.
 	Origin []Source `json:"origin"`
-	// Params maps a param name to its source.
+	// Params maps Check's param names to sources.
 	Params map[string]Source `json:"params"`
-	// TrustedHops is Envoy's xff_num_trusted_hops, for the client_ip source: set both to the
-	// same number and both pick the same client from the x-forwarded-for Envoy forwards (the
-	// header it received with its peer appended); 0 means the connection's peer.
+	// TrustedHops is, for Check, the same number as Envoy's `xff_num_trusted_hops`, for `client_ip` (see
+	// "The client address" in [Pointing Envoy at it](envoy.md)).
 	TrustedHops int `json:"trusted_hops"`
-	// KeepOriginHeaders lets the headers that origin sources read reach the upstream. By
-	// default an allowed Check asks Envoy to remove them (OkHttpResponse.headers_to_remove):
-	// the upstream never sees a client-asserted identity, and the resolved origin travels in
-	// the answer's dynamic metadata instead.
+	// KeepOriginHeaders lets, in Check, the headers origin sources read reach the upstream; by
+	// default an allowed Check removes them (`headers_to_remove`).
 	KeepOriginHeaders bool `json:"keep_origin_headers"`
-	// RemoveHeaders names more request headers an allowed Check removes before the upstream.
+	// RemoveHeaders are more request headers an allowed Check removes before the upstream.
 	RemoveHeaders []string `json:"remove_headers"`
 }
 
@@ -68,11 +64,11 @@ type Source struct {
 
 // RateLimitConfig maps rate-limit descriptors.
 type RateLimitConfig struct {
+	// ResourceKey is ShouldRateLimit's descriptor key naming the resource.
 	ResourceKey string `json:"resource_key"` // default "resource", falls back to "generic_key"
-	OriginKey   string `json:"origin_key"`   // default "origin"
-	// LeaseKey is the descriptor key whose value names a request's concurrency lease
-	// (Entry.LeaseID): Envoy's x-request-id, sent with both the acquire and the release, so that
-	// a release frees only the slot its own request holds. Default "lease_id".
+	// OriginKey is ShouldRateLimit's descriptor key naming the origin.
+	OriginKey string `json:"origin_key"` // default "origin"
+	// LeaseKey is ShouldRateLimit's descriptor key naming a concurrency lease.
 	LeaseKey string `json:"lease_key"`
 }
 

@@ -34,13 +34,12 @@ const DefaultMaxWaiting = 4096
 
 // Config is the decision section of the service config.
 type Config struct {
-	// MaxWaiting caps the requests held in throttle queues at once, all rules and both APIs
-	// together; a request that would wait while that many do is refused at once with reason
-	// queue_full. 0 means DefaultMaxWaiting.
+	// MaxWaiting is the most requests held in throttle queues at once (all rules, both APIs); while
+	// that many wait, a request to a resource with a throttle rule is refused at once (429 /
+	// OVER_LIMIT, reason `queue_full`, `extauthz_decisions_total{result="queue_full"}`).
 	MaxWaiting int `json:"max_waiting"`
-	// DryRun evaluates and reports every rule but refuses and delays nothing: a request that
-	// would have been refused is allowed, counted with
-	// result dry_run; a throttled one is let through at once.
+	// DryRun evaluates and reports every rule and refuses and delays nothing (see [Dry run and shadow
+	// rules](rules.md#dry-run-and-shadow-rules)).
 	DryRun bool `json:"dry_run"`
 }
 

@@ -26,10 +26,18 @@ const maxPEMFile = 1 << 20
 
 // Config names the files of a TLS listener. The zero value is no TLS.
 type Config struct {
+	// CertFile is the TLS certificate of the gRPC listener (PEM), with `tls.key_file`. Rotation needs
+	// no restart: the files are looked at again at most every 5s (on the next handshake, following
+	// symlinks, so a rename, a write in place and a Kubernetes secret's symlink swap all count);
+	// new connections get the new pair, open ones keep theirs. A pair that does not load
+	// (mismatched key, half-written file, expired certificate) leaves the one in force and is
+	// logged once as `tls certificate reload failed`; a good one logs `tls certificate reloaded`
+	// with its subject, serial and `not_after`. At start a bad pair is fatal.
 	CertFile string // PEM certificate (chain) the listener presents
-	KeyFile  string // PEM private key of CertFile
-	// ClientCAFile is a PEM bundle of the CAs that sign client certificates; set, the listener
-	// requires and verifies a client certificate (mTLS). "" means no client certificates.
+	// KeyFile is the certificate's private key (PEM).
+	KeyFile string // PEM private key of CertFile
+	// ClientCAFile requires, with TLS, client certificates signed by this CA (mTLS); reloaded with
+	// the pair, so a CA bundle can carry old and new CA while clients move, then the new CA alone.
 	ClientCAFile string
 }
 

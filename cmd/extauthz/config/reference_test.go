@@ -116,10 +116,17 @@ func generateReference() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// sentence turns a field's doc into a meaning: "Timeout bounds one Eval" is "bounds one Eval".
+// sentence turns a field's doc into a meaning: "Timeout bounds one Eval" is "bounds one Eval",
+// "Addr is the listener's address" is "the listener's address".
 func sentence(doc, field string) string {
 	if rest, ok := strings.CutPrefix(doc, field+" "); ok {
-		doc, _ = strings.CutPrefix(rest, "is ")
+		doc = rest
+		for _, verb := range []string{"is, ", "are ", "is "} {
+			if rest, ok := strings.CutPrefix(doc, verb); ok {
+				doc = rest
+				break
+			}
+		}
 	}
 	return strings.TrimSuffix(doc, ".")
 }
