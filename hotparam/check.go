@@ -192,7 +192,15 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			}
 			continue
 		}
-		ok, decided := o.rs.kind.reserve(o, &sl.st, now, opt)
+		var ok, decided bool
+		switch o.rs.kind { // dispatched here, not through kind.reserve: one call frame less an op
+		case kindThrottle:
+			ok, decided = throttleKind{}.reserve(o, &sl.st, now, opt)
+		case kindConcurrency:
+			ok, decided = concurrencyKind{}.reserve(o, &sl.st, now, opt)
+		default:
+			ok, decided = rejectKind{}.reserve(o, &sl.st, now, opt)
+		}
 		if !decided {
 			continue // a release or a charge: applied, never refused
 		}

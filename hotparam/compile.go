@@ -78,9 +78,10 @@ type ruleState struct {
 	rule  Rule
 	index int
 	kind  kind
-	// takesRelease, leased and inFlight are the kind's (see kind), for the rule: read by every
-	// Check.
+	// takesRelease, leased, inFlight and statusDur are the kind's (see kindMethods), for the
+	// rule: read by every Check.
 	takesRelease, leased, inFlight bool
+	statusDur                      time.Duration
 	def                            limit             // for values without an exception item
 	items                          map[string]*limit // exception items; nil when none
 	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
@@ -146,6 +147,7 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	}
 	rs.kind = k
 	rs.takesRelease, rs.leased, rs.inFlight = k.takesRelease(&r), k.leased(&r), k.inFlight()
+	rs.statusDur = k.statusDuration(&r)
 	if r.Capacity < 0 || r.Lease < 0 || r.MaxQueueingTime < 0 {
 		return nil, wrap(fmt.Errorf("negative capacity, lease or max queueing time"))
 	}

@@ -62,12 +62,13 @@ func (concurrencyKind) revert(o *op, _ *state, now int64) {
 	o.sh.unlease(o.slot, now+o.rs.lease, o.hits, o.lid)
 }
 
-func (concurrencyKind) status(o *op, s *state, _ int64, _ *CheckOptions, c *Status) {
-	c.Duration = 0
-	c.Remaining = max(o.lim.count-s.inFlight(), 0)
+// status reports no reset: a lease ends when it is released.
+func (concurrencyKind) status(o *op, s *state, _ int64, _ *CheckOptions) (int64, time.Duration) {
+	return max(o.lim.count-s.inFlight(), 0), 0
 }
 
-func (concurrencyKind) remoteStatus(c *Status) { c.Duration = 0 }
+// statusDuration is none: a concurrency rule has no window.
+func (concurrencyKind) statusDuration(*Rule) time.Duration { return 0 }
 
 func (concurrencyKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
 	lim := rs.limitOf(sh.at(i).key, false)

@@ -54,10 +54,10 @@ type kindMethods interface {
 	// revert gives back what an early op took, as far as other calls since allow (see
 	// revert in remote.go).
 	revert(o *op, s *state, now int64)
-	// status fills c's Remaining and ResetAfter (and its Duration) from s as it stands.
-	status(o *op, s *state, now int64, opt *CheckOptions, c *Status)
-	// remoteStatus adjusts c, built from a Remote's answer for a cluster op.
-	remoteStatus(c *Status)
+	// status is the Remaining and ResetAfter of o's status, from s as it stands.
+	status(o *op, s *state, now int64, opt *CheckOptions) (remaining int64, resetAfter time.Duration)
+	// statusDuration is the Duration of r's statuses, local or from the Remote.
+	statusDuration(r *Rule) time.Duration
 	// remaining is what the value of slot i has left at now, without changing its state.
 	remaining(rs *ruleState, sh *shard, i int32, now int64) int64
 
@@ -129,7 +129,8 @@ var (
 	_ kindMethods = concurrencyKind{}
 )
 
-// The dispatch of kind's methods to the kinds.
+// The dispatch of kind's methods to the kinds. reserve and status, run for every op of every
+// Check, are dispatched where they are called (check.go, status.go): one call frame less.
 
 func (k kind) newLimit(count, burst int64, d time.Duration) (limit, error) {
 	switch k {
@@ -222,16 +223,6 @@ func (k kind) init(lim *limit, s *state, now int64) {
 	}
 }
 
-func (k kind) reserve(o *op, s *state, now int64, opt *CheckOptions) (ok, decided bool) {
-	switch k {
-	case kindThrottle:
-		return throttleKind{}.reserve(o, s, now, opt)
-	case kindConcurrency:
-		return concurrencyKind{}.reserve(o, s, now, opt)
-	}
-	return rejectKind{}.reserve(o, s, now, opt)
-}
-
 func (k kind) undo(o *op) {
 	switch k {
 	case kindThrottle:
@@ -254,26 +245,14 @@ func (k kind) revert(o *op, s *state, now int64) {
 	}
 }
 
-func (k kind) status(o *op, s *state, now int64, opt *CheckOptions, c *Status) {
+func (k kind) statusDuration(r *Rule) time.Duration {
 	switch k {
 	case kindThrottle:
-		throttleKind{}.status(o, s, now, opt, c)
+		return throttleKind{}.statusDuration(r)
 	case kindConcurrency:
-		concurrencyKind{}.status(o, s, now, opt, c)
-	default:
-		rejectKind{}.status(o, s, now, opt, c)
+		return concurrencyKind{}.statusDuration(r)
 	}
-}
-
-func (k kind) remoteStatus(c *Status) {
-	switch k {
-	case kindThrottle:
-		throttleKind{}.remoteStatus(c)
-	case kindConcurrency:
-		concurrencyKind{}.remoteStatus(c)
-	default:
-		rejectKind{}.remoteStatus(c)
-	}
+	return rejectKind{}.statusDuration(r)
 }
 
 func (k kind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {

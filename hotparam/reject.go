@@ -121,13 +121,12 @@ func (rejectKind) revert(o *op, s *state, now int64) {
 	}
 }
 
-func (rejectKind) status(o *op, s *state, now int64, _ *CheckOptions, c *Status) {
-	c.Remaining = o.lim.remaining(s)
+func (rejectKind) status(o *op, s *state, now int64, _ *CheckOptions) (int64, time.Duration) {
 	_, at := s.bucket()
-	c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(at-now, 0))
+	return o.lim.remaining(s), durationOf(o.lim.resetAfter(s) + max(at-now, 0))
 }
 
-func (rejectKind) remoteStatus(*Status) {}
+func (rejectKind) statusDuration(r *Rule) time.Duration { return r.Duration }
 
 func (rejectKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
 	sl := sh.at(i)

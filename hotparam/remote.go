@@ -169,9 +169,8 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		if st == nil || o.rs.rule.Shadow {
 			continue
 		}
-		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.rule.Duration,
+		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.statusDur,
 			Remaining: r.Remaining, ResetAfter: r.ResetAfter}
-		o.rs.kind.remoteStatus(&c)
 		if !r.Allowed {
 			c.RetryAfter = max(r.RetryAfter, 1)
 		}

@@ -27,8 +27,15 @@ const overflowRetry = int64(time.Second)
 // status is o's limit as it stands, for rate-limit headers.
 func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
 	sl := o.sh.at(o.slot)
-	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.rule.Duration}
-	o.rs.kind.status(o, &sl.st, now, opt, &c)
+	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
+	switch o.rs.kind { // dispatched here, not through kind.status: one call frame less an op
+	case kindThrottle:
+		c.Remaining, c.ResetAfter = throttleKind{}.status(o, &sl.st, now, opt)
+	case kindConcurrency:
+		c.Remaining, c.ResetAfter = concurrencyKind{}.status(o, &sl.st, now, opt)
+	default:
+		c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
+	}
 	if sl.overflow {
 		c.Remaining = 0
 	}

@@ -79,13 +79,12 @@ func (throttleKind) revert(o *op, s *state, _ int64) {
 	}
 }
 
-func (throttleKind) status(o *op, s *state, now int64, opt *CheckOptions, c *Status) {
+func (throttleKind) status(o *op, s *state, now int64, opt *CheckOptions) (int64, time.Duration) {
 	mw := max(maxWait(o.rs, now, opt), 0)
-	c.Remaining = o.lim.freeSlots(s, now, mw)
-	c.ResetAfter = durationOf(max(o.lim.wait(s, now), 0))
+	return o.lim.freeSlots(s, now, mw), durationOf(max(o.lim.wait(s, now), 0))
 }
 
-func (throttleKind) remoteStatus(*Status) {}
+func (throttleKind) statusDuration(r *Rule) time.Duration { return r.Duration }
 
 func (throttleKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
 	sl := sh.at(i)
