@@ -246,13 +246,30 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 		if o.sh == nil {
 			continue
 		}
+		sl := o.sh.at(o.slot)
 		if !o.release {
-			o.sh.at(o.slot).count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
+			sl.count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
 		}
-		if st != nil && !o.rs.rule.Shadow {
-			c := l.status(now, o, opt)
-			offer(&st[o.entry], c)
+		if st == nil || o.rs.rule.Shadow {
+			continue
 		}
+		// o's limit as it stands, for rate-limit headers
+		c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
+		switch o.rs.kind { // dispatched here, not through kind.status: one call frame less an op
+		case kindThrottle:
+			c.Remaining, c.ResetAfter = throttleKind{}.status(o, &sl.st, now, opt)
+		case kindConcurrency:
+			c.Remaining, c.ResetAfter = concurrencyKind{}.status(o, &sl.st, now, opt)
+		default:
+			c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
+		}
+		if sl.overflow {
+			c.Remaining = 0
+		}
+		if o.blocked {
+			c.RetryAfter = durationOf(o.retry)
+		}
+		offer(&st[o.entry], c)
 	}
 	for i := range ops {
 		o := &ops[i]

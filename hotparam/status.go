@@ -24,27 +24,6 @@ func (s *counters) count(w uint32, passed, blocked bool) {
 // of its states to end is not known.
 const overflowRetry = int64(time.Second)
 
-// status is o's limit as it stands, for rate-limit headers.
-func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
-	sl := o.sh.at(o.slot)
-	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
-	switch o.rs.kind { // dispatched here, not through kind.status: one call frame less an op
-	case kindThrottle:
-		c.Remaining, c.ResetAfter = throttleKind{}.status(o, &sl.st, now, opt)
-	case kindConcurrency:
-		c.Remaining, c.ResetAfter = concurrencyKind{}.status(o, &sl.st, now, opt)
-	default:
-		c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
-	}
-	if sl.overflow {
-		c.Remaining = 0
-	}
-	if o.blocked {
-		c.RetryAfter = durationOf(o.retry)
-	}
-	return c
-}
-
 // offer makes c the entry's status if it is tighter: a blocked limit before one that passed,
 // then the least remaining, then the first rule; of equals the first offered (ops are offered
 // in the call's order, so of two values of one rule, the call's first).
