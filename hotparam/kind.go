@@ -130,7 +130,8 @@ var (
 )
 
 // The dispatch of kind's methods to the kinds. reserve and status, run for every op of every
-// Check, are dispatched where they are called (check.go, status.go): one call frame less.
+// Check, are dispatched where they are called (Limiter.reserve and Limiter.finish, check.go):
+// one call frame less.
 
 func (k kind) newLimit(count, burst int64, d time.Duration) (limit, error) {
 	switch k {
