@@ -128,9 +128,10 @@ if n == 1 or batch then
   if batch then return redis.error_reply('batch of ops that are not plain bucket acquisitions') end
 end
 
--- ops, and which kinds the call holds: a kind's section makes its functions only when present
+-- ops, and which kinds of work the call holds: a section makes its functions only for a kind
+-- present (booleans, not a table: one table less a call)
 local ops = {}
-local present, has_refund, has_unhold = {}, false, false
+local has_throttle, has_concurrency, has_refund, has_unhold = false, false, false, false
 for i = 1, n do
   local a = ARGV[i + 2]
   local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
@@ -140,15 +141,16 @@ for i = 1, n do
   ops[i] = {k = k, kind = kind, count = count, cap = cap, dur = dur, rate = rate, maxwait = maxwait,
     lease = lease, hits = hits, release = rel == 1, refund = refund == 1, shadow = shadow == 1,
     undo = undo == 1, lk = lk, probe = probe == 1 and rel == 0, charge = charge, unhold = unhold, a = a}
-  present[kind] = true
+  if kind == 2 then has_throttle = true elseif kind == 3 then has_concurrency = true end
   if refund == 1 then has_refund = true end
   if unhold then has_unhold = true end
 end
 
--- kinds[kind] = {load = function(s, op, key), check = function(s, op, r, i),
--- store = function(s, key)}, filled by the kinds' sections: load reads the state of KEYS[op.k]
--- into s, check runs op on it and fills its answer r, store writes a state the call changed.
-local kinds = {}
+-- kinds[kind](act, s, op, x, i), set by the kinds' sections: act 'load' reads the state of
+-- key x for op into s; 'check' runs op (the i-th) on s and fills its answer x; 'store' writes
+-- s, which the call changed, to key x (op nil). One function a kind: the script makes its
+-- functions anew on every call.
+local kinds = {false, false, false} -- sized once
 
 -- State per key, loaded on first use. Releases apply to it at once; acquisitions too, after
 -- saving it (sx, sy, sfull; card), so that a call that does not pass can restore it.
@@ -160,21 +162,9 @@ local function load(op)
   -- every field named at once: the table is sized once
   s = {kind = op.kind, x = false, y = false, held = false, cap = 0, scale = 0, full = 0,
     saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false, old = 0}
-  kinds[op.kind].load(s, op, KEYS[op.k])
+  kinds[op.kind]('load', s, op, KEYS[op.k])
   states[op.k] = s
   return s
-end
-
--- load_numbers reads a state kept as a string of 3 little-endian doubles (x, y, scale) into s,
--- and reports whether there was one.
-local function load_numbers(s, key)
-  local v = call('GET', key)
-  if v and #v == 24 then
-    local x, y, old = sunpack('<ddd', v)
-    s.x, s.y, s.held, s.old = x, y, true, old
-    return true
-  end
-  return false
 end
 
 local records, keep, refundable

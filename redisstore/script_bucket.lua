@@ -9,9 +9,27 @@
 -- it is applied whatever the outcome and never refused. A bucket in debt refills from its debt
 -- at the same rate; it reports 0 remaining and its reset after counts the debt.
 
--- A request that can never pass (count 0, or more hits than the capacity) is told to try again a
--- duration later: dur is the reduced duration, count/rate the factor it was reduced by.
-local function bucket(s, op, r)
+-- The bucket's load, check and store (see kinds). A request that can never pass (count 0, or
+-- more hits than the capacity) is told to try again a duration later: dur is the reduced
+-- duration, count/rate the factor it was reduced by.
+kinds[1] = function(act, s, op, r)
+  if act == 'load' then
+    local v = call('GET', r)
+    if v and #v == 24 then
+      local x, y, old = sunpack('<ddd', v)
+      s.x, s.y, s.held, s.old = x, y, true, old
+      if old ~= op.dur then s.x = floor(x / old * op.dur) end
+    end
+    return
+  elseif act == 'store' then
+    local key = r
+    if s.x >= s.cap then
+      if s.held then call('DEL', key) end
+    else
+      call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(now + s.full, 1000))
+    end
+    return
+  end
   if op.count <= 0 then
     if not op.release then r[1], r[4] = 0, op.dur * 1000 end
     return
@@ -54,17 +72,3 @@ local function bucket(s, op, r)
   r[3] = ns(cap - s.x, op.rate)
   s.full = cdiv(cap - s.x, op.rate)
 end
-
-kinds[1] = {
-  load = function(s, op, key)
-    if load_numbers(s, key) and s.old ~= op.dur then s.x = floor(s.x / s.old * op.dur) end
-  end,
-  check = bucket,
-  store = function(s, key)
-    if s.x >= s.cap then
-      if s.held then call('DEL', key) end
-    else
-      call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(now + s.full, 1000))
-    end
-  end,
-}

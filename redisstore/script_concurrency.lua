@@ -9,7 +9,7 @@
 -- id's, as the memory engine (hotparam shard.free): bare releases cannot free the slots of
 -- requests that named themselves.
 
-if present[3] then
+if has_concurrency then
   -- the lease id of a concurrency op, after its numbers
   local function id(op) return string.sub(op.a, 121) end
 
@@ -78,7 +78,28 @@ if present[3] then
     remove(s, key, call('ZRANGEBYSCORE', key, '-inf', '(0', 'LIMIT', 0, op.hits))
   end
 
-  local function concurrency(s, op, r, i)
+  -- the concurrency set's load, check and store (see kinds)
+  kinds[3] = function(act, s, op, r, i)
+    if act == 'load' then
+      local key = r
+      call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
+      s.card = call('ZCARD', key)
+      s.stored = s.card
+      s.adds = {}
+      s.names = {}
+      return
+    elseif act == 'store' then
+      local key = r
+      if #s.adds > 0 then chunked('ZADD', key, s.adds) end
+      if s.card <= 0 then
+        call('DEL', key)
+      elseif s.stored <= 0 then
+        call('PEXPIREAT', key, cdiv(now + s.lease, 1000))
+      elseif #s.adds > 0 then
+        call('PEXPIREAT', key, cdiv(now + s.lease, 1000), 'GT')
+      end
+      return
+    end
     local key = KEYS[op.k]
     s.lease = op.lease
     if op.undo then
@@ -136,25 +157,4 @@ if present[3] then
     end
     r[2] = max(op.count - s.card, 0)
   end
-
-  kinds[3] = {
-    load = function(s, op, key)
-      call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
-      s.card = call('ZCARD', key)
-      s.stored = s.card
-      s.adds = {}
-      s.names = {}
-    end,
-    check = concurrency,
-    store = function(s, key)
-      if #s.adds > 0 then chunked('ZADD', key, s.adds) end
-      if s.card <= 0 then
-        call('DEL', key)
-      elseif s.stored <= 0 then
-        call('PEXPIREAT', key, cdiv(now + s.lease, 1000))
-      elseif #s.adds > 0 then
-        call('PEXPIREAT', key, cdiv(now + s.lease, 1000), 'GT')
-      end
-    end,
-  }
 end

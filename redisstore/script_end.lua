@@ -7,13 +7,13 @@ for i = 1, n do
   local r = {1, 0, 0, 0, 0, 0, 0}
   res[i] = r
   local op = ops[i]
-  if op.release then kinds[op.kind].check(load(op), op, r, i) end
+  if op.release then kinds[op.kind]('check', load(op), op, r, i) end
 end
 local ok = 1
 for i = 1, n do
   local op = ops[i]
   if not op.release then
-    kinds[op.kind].check(load(op), op, res[i], i)
+    kinds[op.kind]('check', load(op), op, res[i], i)
     if res[i][1] == 0 and not op.shadow then ok = 0 end
   end
 end
@@ -27,7 +27,7 @@ for k, s in pairs(states) do
       s.x, s.y, s.full, s.card, s.adds = s.sx, s.sy, s.sfull, s.scard, {}
     end
   end
-  if s.dirty then kinds[s.kind].store(s, key) end
+  if s.dirty then kinds[s.kind]('store', s, nil, key) end
 end
 
 -- what the refundable acquisitions of a call that passed consumed, by lease

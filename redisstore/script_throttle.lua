@@ -42,8 +42,26 @@ if has_unhold then
   end
 end
 
-if present[2] then
-  local function throttle(s, op, r)
+if has_throttle then
+  -- the throttle's load, check and store (see kinds)
+  kinds[2] = function(act, s, op, r)
+    if act == 'load' then
+      local v = call('GET', r)
+      if v and #v == 24 then
+        local x, y, old = sunpack('<ddd', v)
+        s.x, s.y, s.held, s.old = x, y, true, old
+        if old ~= op.rate then s.y = floor(y / old * op.rate) end
+      end
+      return
+    elseif act == 'store' then
+      local key = r
+      if s.x < now or (s.x == now and s.y == 0) then
+        if s.held then call('DEL', key) end
+      else
+        call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(s.x + 1, 1000))
+      end
+      return
+    end
     if op.unhold then
       -- the turn that ended the schedule at (maxwait, lease) goes back if nothing came after
       -- it, with the turns given up that it stood on; otherwise it is remembered as given up
@@ -121,18 +139,4 @@ if present[2] then
     local room = floor(op.maxwait / 1000) * op.rate - ahead
     if (r[1] == 1 or op.probe) and room >= 0 then r[2] = floor(room / op.dur) + 1 end
   end
-
-  kinds[2] = {
-    load = function(s, op, key)
-      if load_numbers(s, key) and s.old ~= op.rate then s.y = floor(s.y / s.old * op.rate) end
-    end,
-    check = throttle,
-    store = function(s, key)
-      if s.x < now or (s.x == now and s.y == 0) then
-        if s.held then call('DEL', key) end
-      else
-        call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(s.x + 1, 1000))
-      end
-    end,
-  }
 end
