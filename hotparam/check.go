@@ -193,13 +193,15 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			continue
 		}
 		var ok, decided bool
-		switch o.rs.kind { // dispatched here, not through kind.reserve: one call frame less an op
+		switch o.rs.kind { // the kinds called directly: a call frame less than kind.reserve
+		case kindReject:
+			ok, decided = rejectKind{}.reserve(o, &sl.st, now, opt)
 		case kindThrottle:
 			ok, decided = throttleKind{}.reserve(o, &sl.st, now, opt)
 		case kindConcurrency:
 			ok, decided = concurrencyKind{}.reserve(o, &sl.st, now, opt)
 		default:
-			ok, decided = rejectKind{}.reserve(o, &sl.st, now, opt)
+			ok, decided = o.rs.kind.reserve(o, &sl.st, now, opt)
 		}
 		if !decided {
 			continue // a release or a charge: applied, never refused
@@ -255,13 +257,15 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 		}
 		// o's limit as it stands, for rate-limit headers
 		c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
-		switch o.rs.kind { // dispatched here, not through kind.status: one call frame less an op
+		switch o.rs.kind { // the kinds called directly: a call frame less than kind.status
+		case kindReject:
+			c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
 		case kindThrottle:
 			c.Remaining, c.ResetAfter = throttleKind{}.status(o, &sl.st, now, opt)
 		case kindConcurrency:
 			c.Remaining, c.ResetAfter = concurrencyKind{}.status(o, &sl.st, now, opt)
 		default:
-			c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
+			c.Remaining, c.ResetAfter = o.rs.kind.status(o, &sl.st, now, opt)
 		}
 		if sl.overflow {
 			c.Remaining = 0

@@ -130,8 +130,8 @@ var (
 )
 
 // The dispatch of kind's methods to the kinds. reserve and status, run for every op of every
-// Check, are dispatched where they are called (Limiter.reserve and Limiter.finish, check.go):
-// one call frame less.
+// Check, are called directly on the kinds by Limiter.reserve and Limiter.finish (check.go), a
+// call frame less; a kind they do not name goes through these.
 
 func (k kind) newLimit(count, burst int64, d time.Duration) (limit, error) {
 	switch k {
@@ -224,6 +224,16 @@ func (k kind) init(lim *limit, s *state, now int64) {
 	}
 }
 
+func (k kind) reserve(o *op, s *state, now int64, opt *CheckOptions) (ok, decided bool) {
+	switch k {
+	case kindThrottle:
+		return throttleKind{}.reserve(o, s, now, opt)
+	case kindConcurrency:
+		return concurrencyKind{}.reserve(o, s, now, opt)
+	}
+	return rejectKind{}.reserve(o, s, now, opt)
+}
+
 func (k kind) undo(o *op) {
 	switch k {
 	case kindThrottle:
@@ -244,6 +254,16 @@ func (k kind) revert(o *op, s *state, now int64) {
 	default:
 		rejectKind{}.revert(o, s, now)
 	}
+}
+
+func (k kind) status(o *op, s *state, now int64, opt *CheckOptions) (remaining int64, resetAfter time.Duration) {
+	switch k {
+	case kindThrottle:
+		return throttleKind{}.status(o, s, now, opt)
+	case kindConcurrency:
+		return concurrencyKind{}.status(o, s, now, opt)
+	}
+	return rejectKind{}.status(o, s, now, opt)
 }
 
 func (k kind) statusDuration(r *Rule) time.Duration {
