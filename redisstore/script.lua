@@ -146,13 +146,13 @@ for i = 1, n do
   if unhold then has_unhold = true end
 end
 
--- kinds[kind](act, s, op, x, i), set by the kinds' sections: act 'load' reads the state of
--- key x for op into s; 'check' runs op (the i-th) on s and fills its answer x; 'store' writes
--- s, which the call changed, to key x (op nil). One function a kind: the script makes its
--- functions anew on every call.
+-- kinds[kind](act, s, op, x, i), set by the kinds' sections: act 'check' runs op (the i-th) on
+-- its state s, first reading it from KEYS[op.k] (s.loaded), and fills its answer x; 'store'
+-- writes s, which the call changed, to key x (op nil). One function a kind, reading the state
+-- on its first check: the script makes its functions anew on every call.
 local kinds = {false, false, false} -- sized once
 
--- State per key, loaded on first use. Releases apply to it at once; acquisitions too, after
+-- State per key, read from Redis by its kind's first check. Releases apply to it at once; acquisitions too, after
 -- saving it (sx, sy, sfull; card), so that a call that does not pass can restore it.
 local states = {}
 
@@ -161,8 +161,8 @@ local function load(op)
   if s then return s end
   -- every field named at once: the table is sized once
   s = {kind = op.kind, x = false, y = false, held = false, cap = 0, scale = 0, full = 0,
-    saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false, old = 0}
-  kinds[op.kind]('load', s, op, KEYS[op.k])
+    saved = false, sx = false, sy = false, sfull = 0, taken = false, dirty = false, old = 0,
+    loaded = false}
   states[op.k] = s
   return s
 end

@@ -13,15 +13,7 @@
 -- more hits than the capacity) is told to try again a duration later: dur is the reduced
 -- duration, count/rate the factor it was reduced by.
 kinds[1] = function(act, s, op, r)
-  if act == 'load' then
-    local v = call('GET', r)
-    if v and #v == 24 then
-      local x, y, old = sunpack('<ddd', v)
-      s.x, s.y, s.held, s.old = x, y, true, old
-      if old ~= op.dur then s.x = floor(x / old * op.dur) end
-    end
-    return
-  elseif act == 'store' then
+  if act == 'store' then
     local key = r
     if s.x >= s.cap then
       if s.held then call('DEL', key) end
@@ -29,6 +21,15 @@ kinds[1] = function(act, s, op, r)
       call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(now + s.full, 1000))
     end
     return
+  end
+  if not s.loaded then
+    s.loaded = true
+    local v = call('GET', KEYS[op.k])
+    if v and #v == 24 then
+      local x, y, old = sunpack('<ddd', v)
+      s.x, s.y, s.held, s.old = x, y, true, old
+      if old ~= op.dur then s.x = floor(x / old * op.dur) end
+    end
   end
   if op.count <= 0 then
     if not op.release then r[1], r[4] = 0, op.dur * 1000 end

@@ -80,15 +80,7 @@ if has_concurrency then
 
   -- the concurrency set's load, check and store (see kinds)
   kinds[3] = function(act, s, op, r, i)
-    if act == 'load' then
-      local key = r
-      call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
-      s.card = call('ZCARD', key)
-      s.stored = s.card
-      s.adds = {}
-      s.names = {}
-      return
-    elseif act == 'store' then
+    if act == 'store' then
       local key = r
       if #s.adds > 0 then chunked('ZADD', key, s.adds) end
       if s.card <= 0 then
@@ -101,6 +93,14 @@ if has_concurrency then
       return
     end
     local key = KEYS[op.k]
+    if not s.loaded then
+      s.loaded = true
+      call('ZREMRANGEBYSCORE', key, -now, now) -- ended, with an id or without
+      s.card = call('ZCARD', key)
+      s.stored = s.card
+      s.adds = {}
+      s.names = {}
+    end
     s.lease = op.lease
     if op.undo then
       -- give back the leases this nonce's call added (a cross-slot call that blocked elsewhere)

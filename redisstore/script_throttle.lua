@@ -45,15 +45,7 @@ end
 if has_throttle then
   -- the throttle's load, check and store (see kinds)
   kinds[2] = function(act, s, op, r)
-    if act == 'load' then
-      local v = call('GET', r)
-      if v and #v == 24 then
-        local x, y, old = sunpack('<ddd', v)
-        s.x, s.y, s.held, s.old = x, y, true, old
-        if old ~= op.rate then s.y = floor(y / old * op.rate) end
-      end
-      return
-    elseif act == 'store' then
+    if act == 'store' then
       local key = r
       if s.x < now or (s.x == now and s.y == 0) then
         if s.held then call('DEL', key) end
@@ -61,6 +53,15 @@ if has_throttle then
         call('SET', key, pack('<ddd', s.x, s.y, s.scale), 'PXAT', cdiv(s.x + 1, 1000))
       end
       return
+    end
+    if not s.loaded then
+      s.loaded = true
+      local v = call('GET', KEYS[op.k])
+      if v and #v == 24 then
+        local x, y, old = sunpack('<ddd', v)
+        s.x, s.y, s.held, s.old = x, y, true, old
+        if old ~= op.rate then s.y = floor(y / old * op.rate) end
+      end
     end
     if op.unhold then
       -- the turn that ended the schedule at (maxwait, lease) goes back if nothing came after
