@@ -62,7 +62,7 @@ const maxGivenUp = 64
 func holdOf(ops []op, h *Hold) *Hold {
 	for i := range ops {
 		o := &ops[i]
-		if o.sh == nil || o.rs.kind != kindThrottle || !o.applied || o.probe || o.gone {
+		if o.sh == nil || !o.rs.kind.holds() || !o.applied || o.probe || o.gone {
 			continue
 		}
 		if h == nil {
@@ -72,7 +72,7 @@ func holdOf(ops []op, h *Hold) *Hold {
 			h.turns = h.one[:0]
 		}
 		h.turns = append(h.turns, heldTurn{rs: o.rs, key: strings.Clone(o.value), hash: o.hash, shard: o.shard,
-			saved: o.saved, after: o.after})
+			saved: o.saved, after: o.after()})
 	}
 	return h
 }
@@ -83,7 +83,7 @@ func remoteHold(ops []op, rops []RemoteOp, res []RemoteResult) *Hold {
 	var h *Hold
 	for i := range ops {
 		o := &ops[i]
-		if o.rk < 0 || o.rs.kind != kindThrottle || o.probe || o.release {
+		if o.rk < 0 || !o.rs.kind.holds() || o.probe || o.release {
 			continue
 		}
 		r := &res[o.rk]

@@ -1,7 +1,5 @@
 package hotparam
 
-import "time"
-
 // op is one value's check of one rule within a Check call: its plan, fixed when the call is
 // collected; what the call has done to the value, kept from pass to pass; and the scratch of
 // the pass running it.
@@ -20,7 +18,7 @@ type plan struct {
 	hits    int64 // >= 1
 	release bool
 	probe   bool   // decided as if it asked hits, consuming nothing
-	leaseID string // concurrency and refund rules: the entry's LeaseID
+	leaseID string // rules whose kind is leased (concurrency, refund): the entry's LeaseID
 	remote  bool   // a cluster rule checked by the Remote (unless falling back to local state)
 	rk      int32  // index of the op's RemoteOp in the call's Remote.Eval, -1 for none
 }
@@ -35,11 +33,15 @@ type done struct {
 	early, gone bool
 	applied     bool  // this op consumed (given back if the call is blocked)
 	saved       state // the value's state before this op changed it, to undo it
-	after       state // throttle: the value's state right after this op's reservation
-	leases      int32 // concurrency: the value's lease count before this op's acquire
-	// recorded: a refund rule's op noted what it took under its lease id, until exp
-	recorded bool
-	exp      int64
+	// kx is what the op's kind keeps for undo and revert, read only through its accessors
+	// (the kind's file says what it holds).
+	kx scratch
+}
+
+// scratch is an op's words that belong to its rule's kind.
+type scratch struct {
+	a, b int64
+	c    uint64
 }
 
 // pass is the scratch of the pass running an op on local state.
@@ -52,7 +54,7 @@ type pass struct {
 	slot    int32
 	owner   bool  // this op's shard lock is held for the call through this op (lockShards)
 	blocked bool  // this op's own limit was exceeded
-	wait    int64 // throttle: ns until the request's slot
+	wait    int64 // when allowed: ns the request waits for its turn (throttle), else 0
 	retry   int64 // when blocked: ns until it could pass
 }
 
@@ -84,10 +86,10 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 		}
 		for _, ri := range idx {
 			rs := l.compiled[ri]
-			if rs.kind == kindConcurrency && opt.SkipConcurrency {
+			if rs.inFlight && opt.SkipConcurrency {
 				continue
 			}
-			if e.Release && rs.kind != kindConcurrency && !(rs.kind == kindReject && rs.rule.Refund) {
+			if e.Release && !rs.takesRelease {
 				continue // this rule ignores releases
 			}
 			isRemote := rs.rule.Cluster && l.opts.Remote != nil
@@ -97,7 +99,7 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					continue
 				}
 				leaseID := ""
-				if rs.kind == kindConcurrency || rs.rule.Refund {
+				if rs.leased {
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
@@ -139,20 +141,19 @@ func grow(ops []op, pooled *[]op) ([]op, *[]op) {
 // active reports whether o runs on local state in this pass (fb: cluster rules fall back to it).
 func (o *op) active(fb bool) bool { return !o.remote || fb }
 
-// maxWait is the longest a throttled op of rs may wait: its MaxQueueingTime, cut to the deadline.
-func maxWait(rs *ruleState, now int64, opt *CheckOptions) int64 {
-	w := rs.maxQ
-	if !opt.Deadline.IsZero() {
-		w = min(w, opt.Deadline.UnixNano()-now)
-	}
-	return w
-}
-
 // A call runs in passes (one for a local call; see Limiter.cluster for the others). A pass
 // locks the values of its ops (lock), reserves what each asks on its value (reserve: the
 // value's state changes at once, and the op keeps what it needs to give it back), then
 // settles: it commits the reservations if the call is allowed, or cancels every reservation
 // the call holds, and counts, reports and unlocks.
+
+// local checks a call whose ops all run on local state: one pass of reserve, then settle.
+func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
+	l.lock(now, ops, false)
+	var d Decision
+	l.settle(&d, now, ops, !l.reserve(now, ops, false, opt), opt, st)
+	return d
+}
 
 // settle ends a pass on the locked ops: when the call is not allowed it cancels what the call
 // reserved (this pass's reservations exactly, earlier passes' as far as they can be given
@@ -191,76 +192,19 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			}
 			continue
 		}
-		s := &sl.st
-		ok := true
-		switch o.rs.kind {
+		var ok, decided bool
+		switch o.rs.kind { // the kinds called directly: a call frame less than kind.reserve
 		case kindReject:
-			o.lim.refill(s, now)
-			if o.rs.rule.Refund {
-				o.sh.expire(o.slot, now)
-			}
-			if o.release {
-				// A refund gives back only what the acquire of the same lease id took and
-				// was not refunded yet: nothing for a refused request or without an id.
-				if !o.released {
-					o.lim.refund(s, o.sh.refundable(o.slot, o.hits, o.lid))
-					o.released = true
-				}
-				continue
-			}
-			o.saved = *s
-			o.recorded = false
-			if o.charge() {
-				// A charge of what a response used: applied whatever the outcome, once (a
-				// call that starts again on a Remote failure does not apply it twice), never
-				// refused and never undone.
-				if !o.released {
-					o.lim.charge(s, o.hits)
-					o.released = true
-				}
-				continue
-			}
-			ok, o.retry = o.lim.take(s, o.hits)
-			if o.probe {
-				*s = o.saved
-			}
-			if !ok {
-				_, at := s.bucket()
-				o.retry += max(at-now, 0) // a caller whose clock lags the bucket's
-			} else if o.rs.rule.Refund && o.lid != 0 && !o.probe {
-				o.exp = now + o.rs.lease
-				o.sh.record(o.slot, o.hits, o.exp, o.lid)
-				o.recorded = true
-			}
+			ok, decided = rejectKind{}.reserve(o, &sl.st, now, opt)
 		case kindThrottle:
-			o.lim.advance(s, now)
-			o.saved = *s
-			// a deadline passed already leaves no time to wait, as in the Redis store, where
-			// the wait is bounded by 0: a request that need not wait still passes
-			mw := max(maxWait(o.rs, now, opt), 0)
-			if o.probe {
-				ok, o.wait = o.lim.free(s, now)
-				mw = 0
-			} else {
-				ok, o.wait = o.lim.reserve(s, now, o.hits, mw)
-			}
-			o.after = *s
-			if !ok {
-				o.retry = max(o.wait-max(mw, 0), 1)
-				o.wait = 0
-			}
+			ok, decided = throttleKind{}.reserve(o, &sl.st, now, opt)
 		case kindConcurrency:
-			o.sh.prune(o.slot, now)
-			if o.release {
-				if !o.released {
-					o.sh.release(o.slot, o.hits, o.lid)
-					o.released = true
-				}
-				continue
-			}
-			o.saved = *s
-			o.leases = int32(len(o.sh.leases[o.slot]))
-			ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid, o.probe)
+			ok, decided = concurrencyKind{}.reserve(o, &sl.st, now, opt)
+		default:
+			ok, decided = o.rs.kind.reserve(o, &sl.st, now, opt)
+		}
+		if !decided {
+			continue // a release or a charge: applied, never refused
 		}
 		if o.probe {
 			o.applied = false
@@ -291,13 +235,7 @@ func undo(ops []op) {
 			continue
 		}
 		o.sh.at(o.slot).st = o.saved
-		if o.rs.kind == kindConcurrency {
-			o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leases])
-		}
-		if o.recorded {
-			o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
-			o.recorded = false
-		}
+		o.rs.kind.undo(o)
 		o.applied = false
 	}
 }
@@ -310,17 +248,36 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 		if o.sh == nil {
 			continue
 		}
+		sl := o.sh.at(o.slot)
 		if !o.release {
-			o.sh.at(o.slot).count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
+			sl.count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
 		}
-		if st != nil && !o.rs.rule.Shadow {
-			c := l.status(now, o, opt)
-			offer(&st[o.entry], c)
+		if st == nil || o.rs.rule.Shadow {
+			continue
 		}
+		// o's limit as it stands, for rate-limit headers
+		c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
+		switch o.rs.kind { // the kinds called directly: a call frame less than kind.status
+		case kindReject:
+			c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
+		case kindThrottle:
+			c.Remaining, c.ResetAfter = throttleKind{}.status(o, &sl.st, now, opt)
+		case kindConcurrency:
+			c.Remaining, c.ResetAfter = concurrencyKind{}.status(o, &sl.st, now, opt)
+		default:
+			c.Remaining, c.ResetAfter = o.rs.kind.status(o, &sl.st, now, opt)
+		}
+		if sl.overflow {
+			c.Remaining = 0
+		}
+		if o.blocked {
+			c.RetryAfter = durationOf(o.retry)
+		}
+		offer(&st[o.entry], c)
 	}
 	for i := range ops {
 		o := &ops[i]
-		if o.sh == nil || o.rs.kind != kindConcurrency {
+		if o.sh == nil || !o.rs.inFlight {
 			continue
 		}
 		sl := o.sh.at(o.slot)
@@ -328,71 +285,6 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 			o.sh.remove(o.slot)
 		}
 	}
-}
-
-// count adds one request to the counters of window w.
-func (s *counters) count(w uint32, passed, blocked bool) {
-	if s.win != w {
-		if s.win+1 == w {
-			s.prevPassed, s.prevBlocked = s.passed, s.blocked
-		} else {
-			s.prevPassed, s.prevBlocked = 0, 0
-		}
-		s.passed, s.blocked, s.win = 0, 0, w
-	}
-	if passed && s.passed < ^uint32(0) {
-		s.passed++
-	}
-	if blocked && s.blocked < ^uint32(0) {
-		s.blocked++
-	}
-}
-
-// overflowRetry is the Retry-After of a value refused for a full ledger: the time for some
-// of its states to end is not known.
-const overflowRetry = int64(time.Second)
-
-// status is o's limit as it stands, for rate-limit headers.
-func (l *Limiter) status(now int64, o *op, opt *CheckOptions) Status {
-	sl := o.sh.at(o.slot)
-	s := &sl.st
-	c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.rule.Duration}
-	switch o.rs.kind {
-	case kindReject:
-		c.Remaining = o.lim.remaining(s)
-		_, at := s.bucket()
-		c.ResetAfter = durationOf(o.lim.resetAfter(s) + max(at-now, 0))
-	case kindThrottle:
-		mw := max(maxWait(o.rs, now, opt), 0)
-		c.Remaining = o.lim.freeSlots(s, now, mw)
-		c.ResetAfter = durationOf(max(o.lim.wait(s, now), 0))
-	case kindConcurrency:
-		c.Duration = 0
-		c.Remaining = max(o.lim.count-s.inFlight(), 0)
-	}
-	if sl.overflow {
-		c.Remaining = 0
-	}
-	if o.blocked {
-		c.RetryAfter = durationOf(o.retry)
-	}
-	return c
-}
-
-// offer makes c the entry's status if it is tighter: a blocked limit before one that passed,
-// then the least remaining, then the first rule; of equals the first offered (ops are offered
-// in the call's order, so of two values of one rule, the call's first).
-func offer(cur *Status, c Status) {
-	switch {
-	case cur.Rule < 0:
-	case (c.RetryAfter > 0) != (cur.RetryAfter > 0):
-		if c.RetryAfter == 0 {
-			return
-		}
-	case c.Remaining > cur.Remaining || (c.Remaining == cur.Remaining && c.Rule >= cur.Rule):
-		return
-	}
-	*cur = c
 }
 
 // decide fills d's Block (when !allowed), Shadow and Wait (when allowed) from the local ops
@@ -421,19 +313,4 @@ func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int32) {
 		}
 	}
 	return blockSeq, shadowSeq
-}
-
-func blockOf(o *op) Block {
-	return Block{Entry: int(o.entry), Rule: o.rs.index, Param: o.rs.rule.Param, Value: o.value,
-		Reason: reasonOf(o.rs.kind), RetryAfter: durationOf(o.retry)}
-}
-
-func reasonOf(k kind) Reason {
-	switch k {
-	case kindThrottle:
-		return ReasonThrottle
-	case kindConcurrency:
-		return ReasonConcurrency
-	}
-	return ReasonQPS
 }

@@ -2,6 +2,7 @@ package hotparam
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -77,8 +78,12 @@ type ruleState struct {
 	rule  Rule
 	index int
 	kind  kind
-	def   limit             // for values without an exception item
-	items map[string]*limit // exception items; nil when none
+	// takesRelease, leased, inFlight and statusDur are the kind's (see kindMethods), for the
+	// rule: read by every Check.
+	takesRelease, leased, inFlight bool
+	statusDur                      time.Duration
+	def                            limit             // for values without an exception item
+	items                          map[string]*limit // exception items; nil when none
 	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
 	// (see fallbackShare: the replicas together never exceed the rule).
 	fbDef   limit
@@ -124,25 +129,25 @@ func fallbackShare(count, burst, n int64) (int64, int64) {
 }
 
 // compile checks and precomputes rule i. It does not give it a store.
+// errPostpaid refuses a postpaid rule of another kind than reject, or with Refund.
+var errPostpaid = errors.New("postpaid applies only to qps reject rules without refund")
+
 func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	replicas := opts.Replicas
 	rs := &ruleState{rule: r, index: i, ident: identityOf(&r), nth: nth}
 	wrap := func(err error) error {
 		return fmt.Errorf("hotparam: rule %d (resource %q, param %q): %w", i, r.Resource, r.Param, err)
 	}
-	switch {
-	case r.Grade == Concurrency:
-		rs.kind = kindConcurrency
-	case r.Grade != QPS:
-		return nil, wrap(fmt.Errorf("unknown grade %d", r.Grade))
-	case r.Behavior == Throttle:
-		rs.kind = kindThrottle
-	case r.Behavior != Reject:
-		return nil, wrap(fmt.Errorf("unknown behavior %d", r.Behavior))
+	k, err := kindOf(&r)
+	if err == nil {
+		err = k.check(&r)
 	}
-	if r.Postpaid && (rs.kind != kindReject || r.Refund) {
-		return nil, wrap(fmt.Errorf("postpaid applies only to qps reject rules without refund"))
+	if err != nil {
+		return nil, wrap(err)
 	}
+	rs.kind = k
+	rs.takesRelease, rs.leased, rs.inFlight = k.takesRelease(&r), k.leased(&r), k.inFlight()
+	rs.statusDur = k.statusDuration(&r)
 	if r.Capacity < 0 || r.Lease < 0 || r.MaxQueueingTime < 0 {
 		return nil, wrap(fmt.Errorf("negative capacity, lease or max queueing time"))
 	}
@@ -150,7 +155,7 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 		replicas = 1
 	}
 	build := func(count int64) (limit, limit, error) {
-		l, err := newLimit(rs.kind, count, r.Burst, r.Duration)
+		l, err := k.newLimit(count, r.Burst, r.Duration)
 		if err == nil && r.Postpaid && l.full > MaxPostpaidUnits {
 			err = errUnrepresentable
 		}
@@ -158,10 +163,9 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 			return l, l, err
 		}
 		c, b := fallbackShare(count, r.Burst, int64(replicas))
-		fb, err := newLimit(rs.kind, c, b, r.Duration)
+		fb, err := k.newLimit(c, b, r.Duration)
 		return l, fb, err
 	}
-	var err error
 	if rs.def, rs.fbDef, err = build(r.Count); err != nil {
 		return nil, wrap(err)
 	}
@@ -194,12 +198,9 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	if rs.overflow > OverflowRefuse {
 		return nil, wrap(fmt.Errorf("unknown overflow %d", rs.overflow))
 	}
-	rs.window = int64(time.Second)
-	switch {
-	case opts.TopWindow > 0:
-		rs.window = max(int64(opts.TopWindow), rs.window)
-	case rs.kind != kindConcurrency:
-		rs.window = max(int64(r.Duration), rs.window)
+	rs.window = int64(max(k.topWindow(&r), time.Second))
+	if opts.TopWindow > 0 {
+		rs.window = int64(max(opts.TopWindow, time.Second))
 	}
 	rs.id = ruleID(r, nth)
 	return rs, nil

@@ -2,12 +2,147 @@ package hotparam
 
 import (
 	"hash/maphash"
+	"math"
 	"slices"
 	"time"
 )
 
-// Concurrency rules: a value's state counts the hits in flight (state.inFlight); the shard keeps the
-// leases behind that count, in acquire order, so that an acquire never released expires.
+// concurrencyKind is the kind of a concurrency rule: a value's state counts the hits in
+// flight (state.inFlight); the shard keeps the leases behind that count, in acquire order, so
+// that an acquire never released expires.
+type concurrencyKind struct{}
+
+func (concurrencyKind) newLimit(count, burst int64, d time.Duration) (limit, error) {
+	return baseLimit(count, burst, d)
+}
+
+func (concurrencyKind) check(r *Rule) error {
+	if r.Postpaid {
+		return errPostpaid
+	}
+	return nil
+}
+
+func (concurrencyKind) takesRelease(*Rule) bool       { return true }
+func (concurrencyKind) leased(*Rule) bool             { return true }
+func (concurrencyKind) inFlight() bool                { return true }
+func (concurrencyKind) holds() bool                   { return false }
+func (concurrencyKind) topWindow(*Rule) time.Duration { return 0 }
+func (concurrencyKind) reason() Reason                { return ReasonConcurrency }
+
+func (concurrencyKind) init(*limit, *state, int64) {} // nothing in flight
+
+// A concurrency op's scratch (op.kx) is the value's lease count before its acquire: a = the
+// count.
+
+func (o *op) leasesBefore() int { return int(o.kx.a) }
+
+func (concurrencyKind) reserve(o *op, s *state, now int64, _ *CheckOptions) (ok, decided bool) {
+	o.sh.prune(o.slot, now)
+	if o.release {
+		if !o.released {
+			o.sh.release(o.slot, o.hits, o.lid)
+			o.released = true
+		}
+		return false, false
+	}
+	o.saved = *s
+	o.kx.a = int64(len(o.sh.leases[o.slot]))
+	ok, o.retry = o.sh.acquire(o.slot, o.lim.count, o.hits, now, now+o.rs.lease, o.lid, o.probe)
+	return ok, true
+}
+
+func (concurrencyKind) undo(o *op) {
+	o.sh.setLeases(o.slot, o.sh.leases[o.slot][:o.leasesBefore()])
+}
+
+// revert removes the lease acquired if it is still held (a release or its expiry may have
+// freed it already).
+func (concurrencyKind) revert(o *op, _ *state, now int64) {
+	o.sh.unlease(o.slot, now+o.rs.lease, o.hits, o.lid)
+}
+
+// status reports no reset: a lease ends when it is released.
+func (concurrencyKind) status(o *op, s *state, _ int64, _ *CheckOptions) (int64, time.Duration) {
+	return max(o.lim.count-s.inFlight(), 0), 0
+}
+
+// statusDuration is none: a concurrency rule has no window.
+func (concurrencyKind) statusDuration(*Rule) time.Duration { return 0 }
+
+func (concurrencyKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
+	lim := rs.limitOf(sh.at(i).key, false)
+	inFlight := int64(0)
+	for _, l := range sh.leases[i] {
+		if l.exp > now {
+			inFlight += l.n
+		}
+	}
+	return max(lim.count-inFlight, 0)
+}
+
+func (concurrencyKind) idle(_ *ruleState, sh *shard, i int32, now int64) bool {
+	sh.prune(i, now)
+	return len(sh.leases[i]) == 0
+}
+
+// backAt is the hits in flight and the expiry of the latest lease, packed (packConc).
+func (concurrencyKind) backAt(_ *ruleState, sh *shard, i int32) uint64 {
+	var exp, n int64
+	for _, l := range sh.leases[i] {
+		exp, n = max(exp, l.exp), n+l.n
+	}
+	if n <= 0 || exp <= 0 {
+		return 0
+	}
+	return packConc(uint64(ceilDiv(uint64(exp), uint64(time.Second))), uint64(n))
+}
+
+// restore starts a value created before the parked expiry with that many in flight under one
+// lease that expires then.
+func (concurrencyKind) restore(_ *ruleState, sh *shard, i int32, v uint64, _ *limit, now int64) {
+	s := &sh.at(i).st
+	expSec, n := unpackConc(v)
+	exp := int64(min(expSec, math.MaxInt64/uint64(time.Second))) * int64(time.Second)
+	if exp <= now || n == 0 {
+		return
+	}
+	s.setInFlight(int64(n))
+	sh.setLeases(i, []lease{{exp: exp, n: int64(n)}})
+}
+
+func (concurrencyKind) ended(v uint64, now int64) bool {
+	exp, _ := unpackConc(v)
+	return int64(exp) <= now/int64(time.Second)
+}
+
+func (concurrencyKind) endOf(v uint64) uint64 {
+	exp, _ := unpackConc(v)
+	return exp
+}
+
+func (concurrencyKind) merge(a, b uint64) uint64 { return mergeConc(a, b) }
+
+// The concurrency layout of a parked state packs a lease expiry in whole seconds (rounded up,
+// 40 bits, Unix time) with the hits in flight (24 bits, saturating).
+const concBits = 24
+
+func packConc(expSec, n uint64) uint64 {
+	return min(expSec, 1<<(64-concBits)-1)<<concBits | min(n, 1<<concBits-1)
+}
+
+func unpackConc(c uint64) (expSec, n uint64) { return c >> concBits, c & (1<<concBits - 1) }
+
+func mergeConc(a, b uint64) uint64 {
+	ea, na := unpackConc(a)
+	eb, nb := unpackConc(b)
+	return packConc(max(ea, eb), max(na, nb))
+}
+
+// inFlight is a concurrency rule's hits in flight (the shard keeps the leases behind them).
+func (s *state) inFlight() int64 { return s.x }
+
+func (s *state) setInFlight(n int64) { s.x = max(n, 0) }
 
 // prune drops the expired leases of slot i, and their hits from its count in flight.
 // Requires mu held.

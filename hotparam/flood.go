@@ -158,27 +158,9 @@ func (x *ledger) take(h uint64) uint64 {
 	return v
 }
 
-// ended reports whether the parked state v is back to the default at now.
-func ended(v uint64, now int64, conc bool) bool {
-	if conc {
-		exp, _ := unpackConc(v)
-		return int64(exp) <= now/int64(time.Second)
-	}
-	return v <= uint64(max(now, 0))
-}
-
-// endOf is the instant the parked state v ends, comparable between states of one rule.
-func endOf(v uint64, conc bool) uint64 {
-	if conc {
-		exp, _ := unpackConc(v)
-		return exp
-	}
-	return v
-}
-
 // resize rebuilds the ledger with size entries (none: nil), leaving out the states ended at
 // now, and accounts for its bytes. Requires the shard locked; size holds the live entries.
-func (sh *shard) resize(size int, now int64, conc bool) {
+func (sh *shard) resize(size int, now int64, k kind) {
 	x := &sh.ledger
 	old := x.tab
 	if size > 0 {
@@ -188,7 +170,7 @@ func (sh *shard) resize(size int, now int64, conc bool) {
 	}
 	x.n, x.puts = 0, 0
 	for _, e := range old {
-		if e.h != 0 && !ended(e.v, now, conc) {
+		if e.h != 0 && !k.ended(e.v, now) {
 			x.insert(e)
 		}
 	}
@@ -200,18 +182,19 @@ func (sh *shard) resize(size int, now int64, conc bool) {
 
 // grow makes room for one more entry by dropping the ended ones or enlarging the table within
 // the budgets, and reports whether it did. Requires the shard locked.
-func (sh *shard) grow(rs *ruleState, conc bool) bool {
+func (sh *shard) grow(rs *ruleState) bool {
 	x := &sh.ledger
+	k := rs.kind
 	now := sh.clock
 	if len(x.tab) > 0 && x.puts >= len(x.tab)/8 {
 		live := 0
 		for _, e := range x.tab {
-			if e.h != 0 && !ended(e.v, now, conc) {
+			if e.h != 0 && !k.ended(e.v, now) {
 				live++
 			}
 		}
 		if (live+1)*4 <= len(x.tab)*3 {
-			sh.resize(len(x.tab), now, conc) // the same size, without the ended ones
+			sh.resize(len(x.tab), now, k) // the same size, without the ended ones
 			return true
 		}
 	}
@@ -224,7 +207,7 @@ func (sh *shard) grow(rs *ruleState, conc bool) bool {
 	if size <= len(x.tab) || (x.n+1)*8 > size*7 {
 		return false
 	}
-	sh.resize(size, now, conc)
+	sh.resize(size, now, k)
 	return true
 }
 
@@ -233,20 +216,15 @@ func (sh *shard) grow(rs *ruleState, conc bool) bool {
 // shard locked.
 func (sh *shard) park(rs *ruleState, h, v uint64) bool {
 	x := &sh.ledger
-	k := ledgerKey(h)
-	conc := rs.kind == kindConcurrency
-	if i := x.find(k); i >= 0 { // a value of the same hash: keep the later state
-		if conc {
-			x.tab[i].v = mergeConc(x.tab[i].v, v)
-		} else {
-			x.tab[i].v = max(x.tab[i].v, v)
-		}
+	key := ledgerKey(h)
+	if i := x.find(key); i >= 0 { // a value of the same hash: keep the later state
+		x.tab[i].v = rs.kind.merge(x.tab[i].v, v)
 		return true
 	}
-	if (x.n+1)*4 > len(x.tab)*3 && !sh.grow(rs, conc) && (x.n+1)*8 > len(x.tab)*7 {
+	if (x.n+1)*4 > len(x.tab)*3 && !sh.grow(rs) && (x.n+1)*8 > len(x.tab)*7 {
 		switch {
 		case x.n > 0:
-			if !sh.giveUp(rs, k, conc) {
+			if !sh.giveUp(rs, key) {
 				return false
 			}
 		case rs.overflow == OverflowRefuse: // no room at all (a budget of 0)
@@ -256,26 +234,27 @@ func (sh *shard) park(rs *ruleState, h, v uint64) bool {
 			return true
 		}
 	}
-	x.insert(ledgerEntry{k, v})
+	x.insert(ledgerEntry{key, v})
 	return true
 }
 
 // giveUp frees an entry of the full ledger for a state of hash k: among the roomWindow entries
 // from k's place, one that ended, else (OverflowForget) the one that ends soonest. It reports
 // false when the rule refuses instead. Requires the shard locked.
-func (sh *shard) giveUp(rs *ruleState, k uint64, conc bool) bool {
+func (sh *shard) giveUp(rs *ruleState, k uint64) bool {
 	x := &sh.ledger
+	kd := rs.kind
 	best, seen := -1, 0
 	for i := x.home(k); seen < min(roomWindow, x.n); i = x.next(i) {
 		if x.tab[i].h == 0 {
 			continue
 		}
 		seen++
-		if best < 0 || endOf(x.tab[i].v, conc) < endOf(x.tab[best].v, conc) {
+		if best < 0 || kd.endOf(x.tab[i].v) < kd.endOf(x.tab[best].v) {
 			best = i
 		}
 	}
-	if !ended(x.tab[best].v, sh.clock, conc) {
+	if !kd.ended(x.tab[best].v, sh.clock) {
 		if rs.overflow == OverflowRefuse {
 			return false
 		}
@@ -305,127 +284,42 @@ func (rs *ruleState) shardBudget(st *store) int64 { return rs.stateBudget / int6
 
 // sweepLedger drops the ended states and shrinks a ledger left mostly empty. Requires the
 // shard locked.
-func (sh *shard) sweepLedger(now int64, conc bool) {
+func (sh *shard) sweepLedger(now int64, k kind) {
 	x := &sh.ledger
 	if len(x.tab) == 0 {
 		return
 	}
 	live := 0
 	for _, e := range x.tab {
-		if e.h != 0 && !ended(e.v, now, conc) {
+		if e.h != 0 && !k.ended(e.v, now) {
 			live++
 		}
 	}
 	switch size := max(minLedger, 2*live); {
 	case live == 0:
-		sh.resize(0, now, conc)
+		sh.resize(0, now, k)
 	case size <= len(x.tab)/2:
-		sh.resize(size, now, conc)
+		sh.resize(size, now, k)
 	case live < x.n:
-		sh.resize(len(x.tab), now, conc)
+		sh.resize(len(x.tab), now, k)
 	}
-}
-
-// The concurrency layout packs a lease expiry in whole seconds (rounded up, 40 bits, Unix
-// time) with the hits in flight (24 bits, saturating).
-const concBits = 24
-
-func packConc(expSec, n uint64) uint64 {
-	return min(expSec, 1<<(64-concBits)-1)<<concBits | min(n, 1<<concBits-1)
-}
-
-func unpackConc(c uint64) (expSec, n uint64) { return c >> concBits, c & (1<<concBits - 1) }
-
-func mergeConc(a, b uint64) uint64 {
-	ea, na := unpackConc(a)
-	eb, nb := unpackConc(b)
-	return packConc(max(ea, eb), max(na, nb))
 }
 
 // depletion is what evicting the value of slot i would lose: 0 when its state is the default
 // by the shard's clock, else the state to park. Requires the shard locked.
 func (rs *ruleState) depletion(sh *shard, i int32) uint64 {
-	v := rs.backAt(sh, i)
-	if v == 0 || ended(v, sh.clock, rs.kind == kindConcurrency) {
+	v := rs.kind.backAt(rs, sh, i)
+	if v == 0 || rs.kind.ended(v, sh.clock) {
 		return 0
 	}
 	return v
 }
 
-// backAt is the instant the state of slot i is back to the default, as a parked state (the
-// packed layout for concurrency), 0 when it is the default already. Requires the shard
-// locked.
-func (rs *ruleState) backAt(sh *shard, i int32) uint64 {
-	sl := sh.at(i)
-	s := &sl.st
-	switch rs.kind {
-	case kindReject:
-		lim := rs.limitOf(sl.key, rs.rule.Cluster)
-		if lim.p == 0 || s.scale == 0 {
-			return 0
-		}
-		units, at := s.bucket()
-		units = rescaleDebt(units, s.scale, lim.q, int64(lim.full))
-		if units >= int64(lim.full) {
-			return 0
-		}
-		// a postpaid debt (units < 0) is paid back first: at most 2*full to refill
-		return satAdd(at, ceilDiv(uint64(int64(lim.full)-max(units, -int64(lim.full))), lim.p))
-	case kindThrottle:
-		next, frac := s.throttle()
-		return satAdd(next, min(frac, 1))
-	case kindConcurrency:
-		var exp, n int64
-		for _, l := range sh.leases[i] {
-			exp, n = max(exp, l.exp), n+l.n
-		}
-		if n <= 0 || exp <= 0 {
-			return 0
-		}
-		return packConc(uint64(ceilDiv(uint64(exp), uint64(time.Second))), uint64(n))
-	}
-	return 0
-}
-
 // restore gives the value of slot i, just created at now, the state v parked for it (0 for
 // none). Requires the shard locked.
 func (rs *ruleState) restore(sh *shard, i int32, v uint64, lim *limit, now int64) {
-	if v == 0 {
-		return
-	}
-	s := &sh.at(i).st
-	switch rs.kind {
-	case kindReject:
-		until := int64(min(v, math.MaxInt64))
-		if until <= now || lim.p == 0 {
-			return
-		}
-		units := int64(0)
-		switch d := until - now; {
-		case d < lim.ttf:
-			units = int64(lim.full - min(uint64(d)*lim.p, lim.full)) // d < ttf: d*p < full+p
-		case rs.rule.Postpaid:
-			// in debt: full - d*p, at most one bucket below empty (d < 2*ttf: d*p < 2*full+2*p,
-			// within int64 for a postpaid limit)
-			units = -int64(lim.full)
-			if d < 2*lim.ttf {
-				units = max(int64(lim.full)-d*int64(lim.p), -int64(lim.full))
-			}
-		}
-		s.setBucket(units, now, lim.q)
-	case kindThrottle:
-		until := int64(min(v, math.MaxInt64))
-		if next, _ := s.throttle(); until > next {
-			s.setThrottle(until, 0, s.scale)
-		}
-	case kindConcurrency:
-		expSec, n := unpackConc(v)
-		exp := int64(min(expSec, math.MaxInt64/uint64(time.Second))) * int64(time.Second)
-		if exp <= now || n == 0 {
-			return
-		}
-		s.setInFlight(int64(n))
-		sh.setLeases(i, []lease{{exp: exp, n: int64(n)}})
+	if v != 0 {
+		rs.kind.restore(rs, sh, i, v, lim, now)
 	}
 }
 

@@ -241,14 +241,6 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, entries []Entry, opt
 	return d
 }
 
-// local checks a call whose ops all run on local state: one pass of reserve, then settle.
-func (l *Limiter) local(now int64, ops []op, opt *CheckOptions, st []Status) Decision {
-	l.lock(now, ops, false)
-	var d Decision
-	l.settle(&d, now, ops, !l.reserve(now, ops, false, opt), opt, st)
-	return d
-}
-
 // Stats returns the counters of every rule.
 func (l *Limiter) Stats() []RuleStats {
 	out := make([]RuleStats, len(l.compiled))

@@ -107,12 +107,7 @@ func (l *Limiter) lock(now int64, ops []op, fb bool) {
 		sl := o.sh.at(slot)
 		sl.pinned = true
 		if created {
-			switch o.rs.kind {
-			case kindReject:
-				o.lim.initBucket(&sl.st, now)
-			case kindThrottle:
-				o.lim.initThrottle(&sl.st, now)
-			}
+			o.rs.kind.init(o.lim, &sl.st, now)
 			sl.win = uint32(now / o.rs.window)
 			o.rs.restore(o.sh, slot, parked, o.lim, now)
 		}

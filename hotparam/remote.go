@@ -169,11 +169,8 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		if st == nil || o.rs.rule.Shadow {
 			continue
 		}
-		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.rule.Duration,
+		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.statusDur,
 			Remaining: r.Remaining, ResetAfter: r.ResetAfter}
-		if o.rs.kind == kindConcurrency {
-			c.Duration = 0
-		}
 		if !r.Allowed {
 			c.RetryAfter = max(r.RetryAfter, 1)
 		}
@@ -224,14 +221,9 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 
 // revert gives back what the early ops committed before their locks were released, in reverse
 // order, as far as it can be done without giving back more than was taken: other calls may
-// have used the values since. Requires the ops locked again.
-//
-//   - reject: the tokens are refunded, clamped to the bucket's capacity (tokens are
-//     interchangeable, so this is exact unless the bucket refilled to the brim meanwhile);
-//   - throttle: the slot is given back only if the value's state is still the one the
-//     reservation left, that is, if nothing was reserved after it; otherwise it stays taken;
-//   - concurrency: the lease acquired is removed if it is still held (a release or its expiry
-//     may have freed it already).
+// have used the values since (see each kind's revert: reject refunds the tokens, throttle
+// gives the slot back if nothing was reserved after it, concurrency removes the lease if it
+// is still held). Requires the ops locked again.
 //
 // A value evicted meanwhile took what it held with it: there is nothing to give back.
 func revert(now int64, ops []op) {
@@ -244,21 +236,7 @@ func revert(now int64, ops []op) {
 		if o.gone {
 			continue
 		}
-		s := &o.sh.at(o.slot).st
-		switch o.rs.kind {
-		case kindReject:
-			o.lim.refill(s, now)
-			o.lim.refund(s, o.hits)
-			if o.recorded {
-				o.sh.unrecord(o.slot, o.exp, o.hits, o.lid)
-			}
-		case kindThrottle:
-			if *s == o.after {
-				*s = o.saved
-			}
-		case kindConcurrency:
-			o.sh.unlease(o.slot, now+o.rs.lease, o.hits, o.lid)
-		}
+		o.rs.kind.revert(o, &o.sh.at(o.slot).st, now)
 	}
 }
 

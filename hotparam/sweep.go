@@ -43,25 +43,16 @@ func (sh *shard) sweep(rs *ruleState, now int64) int {
 		if sl.where == inFree || sl.pinned {
 			continue
 		}
-		switch {
-		case rs.kind == kindConcurrency:
-			sh.prune(i, now)
-		default: // refund records, also those of a rule reloaded without refund
-			sh.expire(i, now)
-		}
-		if len(sh.leases[i]) > 0 {
+		if !rs.kind.idle(rs, sh, i, now) {
 			continue
 		}
 		if p, b := sl.recent(w); p+b > 0 {
 			continue
 		}
-		if v := rs.backAt(sh, i); rs.kind != kindConcurrency && v > uint64(max(now, 0)) {
-			continue
-		}
 		sh.remove(i)
 		n++
 	}
-	sh.sweepLedger(now, rs.kind == kindConcurrency)
+	sh.sweepLedger(now, rs.kind)
 	if sh.size == 0 {
 		sh.pages, sh.used, sh.freeHead = nil, 0, -1
 		sh.index = index{}

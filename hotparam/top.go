@@ -55,7 +55,7 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 				if p == 0 && b == 0 {
 					continue
 				}
-				v := TopValue{Value: sl.key, Passed: p, Blocked: b, Remaining: rs.remaining(sh, int32(k), t)}
+				v := TopValue{Value: sl.key, Passed: p, Blocked: b, Remaining: rs.kind.remaining(rs, sh, int32(k), t)}
 				if p > 0 {
 					byPassed.offer(v, n)
 				}
@@ -69,29 +69,6 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 		out[i].ByBlocked = byBlocked.sorted()
 	}
 	return out
-}
-
-// remaining is what the value of slot i has left at now, without changing its state. Requires
-// the shard locked.
-func (rs *ruleState) remaining(sh *shard, i int32, now int64) int64 {
-	sl := sh.at(i)
-	s := sl.st
-	lim := rs.limitOf(sl.key, false)
-	switch rs.kind {
-	case kindReject:
-		lim.refill(&s, now)
-		return lim.remaining(&s)
-	case kindThrottle:
-		lim.advance(&s, now)
-		return lim.freeSlots(&s, now, rs.maxQ)
-	}
-	inFlight := int64(0)
-	for _, l := range sh.leases[i] {
-		if l.exp > now {
-			inFlight += l.n
-		}
-	}
-	return max(lim.count-inFlight, 0)
 }
 
 // recent is the passed and blocked counts in window w and the one before.

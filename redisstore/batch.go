@@ -47,9 +47,7 @@ func batchable(ops []hotparam.RemoteOp) bool {
 	if len(ops) != 1 {
 		return false
 	}
-	op := &ops[0]
-	return op.Grade != hotparam.Concurrency && op.Behavior != hotparam.Throttle && !op.Release && op.Count > 0 &&
-		(!op.Refund || op.LeaseID == "" || op.Probe)
+	return fast(&ops[0])
 }
 
 // queueKey is the queue of op, whose state is at key: calls of one key with the same rule numbers.

@@ -59,10 +59,10 @@ func newBlocked(n int) *blocked {
 
 // cacheable reports whether a refusal of op may be kept and answered from the cache.
 func cacheable(op *hotparam.RemoteOp) bool {
-	if op.Grade == hotparam.Concurrency || op.Release || op.Shadow || op.Count <= 0 {
+	if op.Release || op.Shadow || op.Count <= 0 {
 		return false
 	}
-	return op.Behavior == hotparam.Throttle || hitsOf(*op) == 1
+	return kindOf(op).cacheable(op)
 }
 
 // lookup returns Redis's answer to op (whose state is at key) at now, when an entry refuses it.
@@ -75,17 +75,8 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 		return hotparam.RemoteResult{}, false
 	}
 	r := hotparam.RemoteResult{RetryAfter: e.until.Sub(now), ResetAfter: max(e.full.Sub(now), 0)}
-	if op.Behavior == hotparam.Throttle {
-		if op.Probe && op.MaxWait > 0 {
-			// refused, exactly, but its remaining counts the slots within MaxWait, which the
-			// entry does not know
-			return hotparam.RemoteResult{}, false
-		}
-		w := maxWaitOf(op)
-		if w > e.maxWait {
-			return hotparam.RemoteResult{}, false
-		}
-		r.RetryAfter += e.maxWait - w
+	if !kindOf(op).cached(op, &e, &r) {
+		return hotparam.RemoteResult{}, false
 	}
 	return r, true
 }
@@ -156,10 +147,6 @@ func answer(ops []hotparam.RemoteOp, res []hotparam.RemoteResult, r hotparam.Rem
 	res[0] = r
 	for i := 1; i < len(ops); i++ {
 		op := &ops[i]
-		full := op.Count
-		if op.Grade != hotparam.Concurrency && op.Behavior != hotparam.Throttle {
-			full += op.Burst
-		}
-		res[i] = hotparam.RemoteResult{Allowed: true, Remaining: full}
+		res[i] = hotparam.RemoteResult{Allowed: true, Remaining: kindOf(op).full(op)}
 	}
 }

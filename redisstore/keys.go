@@ -21,23 +21,15 @@ func tag(value string) string {
 	return "#" + hex.EncodeToString(sum[:16])
 }
 
-// kind is the letter naming an op's state type in its key: c concurrency (a sorted set), B
-// bucket and T throttle (packed numbers; the lower-case letters named the text layout of earlier
-// versions, which this one neither reads nor overwrites).
-func kind(op *hotparam.RemoteOp) string {
-	switch {
-	case op.Grade == hotparam.Concurrency:
-		return "c"
-	case op.Behavior == hotparam.Throttle:
-		return "T"
-	default:
-		return "B"
-	}
-}
+// The letter naming an op's state type in its key is its kind's: c concurrency (a sorted set),
+// B bucket and T throttle (packed numbers; the lower-case letters named the text layout of
+// earlier versions, which this one neither reads nor overwrites).
 
 // key returns the key of an op's state: prefix:{tag}:rule:kind. The tag is the value, so the
 // state of every rule for one value lives on one cluster slot.
-func key(prefix string, op *hotparam.RemoteOp) string { return stateKey(prefix, op, kind(op)) }
+func key(prefix string, op *hotparam.RemoteOp) string {
+	return stateKey(prefix, op, kindOf(op).letter())
+}
 
 // stateKey returns prefix:{tag}:ruleID:suffix for op.
 func stateKey(prefix string, op *hotparam.RemoteOp, suffix string) string {
@@ -59,7 +51,7 @@ func stateKey(prefix string, op *hotparam.RemoteOp, suffix string) string {
 // the op's state. It is "" when the op has no such record (no Refund, no LeaseID, or concurrency,
 // whose leases are the members of its state, or a probe, which consumes nothing).
 func refundKey(prefix string, op *hotparam.RemoteOp) string {
-	if !op.Refund || op.Grade == hotparam.Concurrency || op.LeaseID == "" || (op.Probe && !op.Release) {
+	if !op.Refund || kindOf(op) == kindConcurrency || op.LeaseID == "" || (op.Probe && !op.Release) {
 		return ""
 	}
 	t, n := tag(op.Value), leaseName(op)

@@ -29,17 +29,6 @@ var ErrOutOfRange = errors.New("out of the store's exact range")
 // opNumbers is the number of doubles that start an op's script argument.
 const opNumbers = 15
 
-// Kinds of state in the script's arguments. kindCharge is a postpaid bucket's charge: a bucket
-// state, taken from whatever is left into debt (see hotparam.RemoteOp.Postpaid). kindUnhold is
-// a throttle turn given back if it is still the schedule's last (hotparam.RemoteOp.Unhold).
-const (
-	kindBucket      = 1
-	kindThrottle    = 2
-	kindConcurrency = 3
-	kindCharge      = 4
-	kindUnhold      = 5
-)
-
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
 // microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
 // microseconds and must be at least one. With count/duration in lowest terms as r/d (d in
@@ -55,36 +44,20 @@ func CheckOp(op hotparam.RemoteOp) error {
 	case op.Count > MaxCount:
 		return fmt.Errorf("rule %q: count %d: %w", op.RuleID, op.Count, ErrOutOfRange)
 	}
-	if op.Grade == hotparam.Concurrency {
-		if op.Count > MaxConcurrentCount {
-			return fmt.Errorf("rule %q: concurrency count %d: %w", op.RuleID, op.Count, ErrOutOfRange)
-		}
-		if op.Lease != 0 && op.Lease < time.Microsecond {
-			return fmt.Errorf("rule %q: lease %v is under a microsecond", op.RuleID, op.Lease)
-		}
-		return nil
-	}
+	return kindOf(&op).check(&op)
+}
+
+// checkTimed checks the bounds of an op of a kind limited per duration (bucket, throttle) and
+// returns its rate and duration in lowest terms (see reduce).
+func checkTimed(op *hotparam.RemoteOp) (rate, d int64, err error) {
 	if op.Duration < time.Microsecond {
-		return fmt.Errorf("rule %q: duration %v is under a microsecond", op.RuleID, op.Duration)
+		return 0, 0, fmt.Errorf("rule %q: duration %v is under a microsecond", op.RuleID, op.Duration)
 	}
-	rate, d := reduce(op.Count, op.Duration)
+	rate, d = reduce(op.Count, op.Duration)
 	if op.Burst > MaxCount || (op.Count+op.Burst) > maxExact/d {
-		return fmt.Errorf("rule %q: (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
+		return 0, 0, fmt.Errorf("rule %q: (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
 	}
-	// a postpaid bucket goes down to one bucket of debt and is charged up to two buckets at
-	// once: three capacities must stay exact
-	if op.Postpaid && (op.Count+op.Burst) > maxExact/4/d {
-		return fmt.Errorf("rule %q: postpaid (count+burst)*duration: %w", op.RuleID, ErrOutOfRange)
-	}
-	if op.Behavior == hotparam.Throttle {
-		if hitsOf(op) > maxExact/d {
-			return fmt.Errorf("rule %q: hits %d * duration: %w", op.RuleID, op.Hits, ErrOutOfRange)
-		}
-		if op.MaxWait > maxExact || (rate > 0 && op.MaxWait.Microseconds() > maxExact/rate) {
-			return fmt.Errorf("rule %q: max wait %v * count: %w", op.RuleID, op.MaxWait, ErrOutOfRange)
-		}
-	}
-	return nil
+	return rate, d, nil
 }
 
 // CheckOp is the package's CheckOp, for hotparam.RemoteChecker: rule loaders call it so that a
@@ -125,45 +98,34 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	if lease <= 0 {
 		lease = hotparam.DefaultLease
 	}
-	wait, leaseUs := int64(max(op.MaxWait, 0)), lease.Microseconds()
-	var kind int64 = kindBucket
-	switch {
-	case op.Grade == hotparam.Concurrency:
-		kind = kindConcurrency
-		hits = min(hits, op.Count+1)
-	case op.Behavior == hotparam.Throttle && op.Unhold && !undo:
-		kind = kindUnhold
-		wait, leaseUs = op.Turn.At, op.Turn.Frac
-	case op.Unhold:
-		lk = 0 // an undo gives nothing back for it; its record is no refund's
-		kind = kindThrottle
-	case op.Behavior == hotparam.Throttle:
-		kind = kindThrottle
-	case op.Postpaid && op.Release && !undo:
-		// a charge of more than two buckets leaves the same debt (one bucket) as one of two
-		kind = kindCharge
-		hits = min(hits, 2*(op.Count+op.Burst))
-	default:
-		hits = min(hits, op.Count+op.Burst+1)
+	a := opArgs{hits: hits, wait: int64(max(op.MaxWait, 0)), lease: lease.Microseconds(), lk: int64(lk)}
+	kd := kindOf(op)
+	if op.Unhold && kd != kindConcurrency {
+		kd = kindThrottle // a turn given back is a throttle's
 	}
-	id := ""
-	if kind == kindConcurrency {
-		id = leaseName(op)
-	}
+	kd.arg(op, undo, &a)
 	rate, d := reduce(op.Count, op.Duration)
 	release, refund := op.Release, op.Refund
 	probe := op.Probe && !op.Release
 	if undo {
 		release, refund, probe = true, true, false
 	}
-	b := make([]byte, 0, 8*opNumbers+len(id))
+	b := make([]byte, 0, 8*opNumbers+len(a.id))
 	for _, v := range [opNumbers]int64{
-		int64(k), kind, op.Count, op.Count + op.Burst, d, rate, wait, leaseUs, hits,
-		flag(release), flag(refund), flag(op.Shadow), flag(undo), int64(lk), flag(probe),
+		int64(k), a.kind, op.Count, op.Count + op.Burst, d, rate, a.wait, a.lease, a.hits,
+		flag(release), flag(refund), flag(op.Shadow), flag(undo), a.lk, flag(probe),
 	} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 	}
-	return string(append(b, id...))
+	return string(append(b, a.id...))
+}
+
+// opArgs are the numbers of an op's script argument that its kind sets (kindMethods.arg): the
+// kind's number (kind, or a variant of it: argCharge, argUnhold), the hits, the max wait (ns)
+// and lease (us) numbers, the refund record key index, and the lease id sent after the numbers.
+type opArgs struct {
+	kind, hits, wait, lease, lk int64
+	id                          string
 }
 
 func flag(b bool) int64 {
@@ -179,7 +141,7 @@ const maxLeaseID = 64
 // leaseName is the name of a concurrency or refund op's lease: its LeaseID, hashed when long so
 // that a member or key stays small; "" for other ops or without an id.
 func leaseName(op *hotparam.RemoteOp) string {
-	if (op.Grade != hotparam.Concurrency && !op.Refund) || op.LeaseID == "" {
+	if (kindOf(op) != kindConcurrency && !op.Refund) || op.LeaseID == "" {
 		return ""
 	}
 	if len(op.LeaseID) <= maxLeaseID {

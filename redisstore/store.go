@@ -21,8 +21,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-//go:embed script.lua
-var scriptSource string
+// The script Eval sends: its head (arguments, the fast path, the ops, loading, refund records),
+// one section per kind of state (embedded in the kind's file) and its end (the run, storing,
+// the answers).
+var (
+	//go:embed script.lua
+	scriptHead string
+	//go:embed script_end.lua
+	scriptEnd    string
+	scriptSource = scriptHead + bucketScript + throttleScript + concurrencyScript + scriptEnd
+)
 
 // ErrUnavailable is returned at once by Eval while the breaker is open (Redis failed the last
 // calls) or before the first connection succeeded.

@@ -184,7 +184,7 @@ func TestNewLimitRepresentable(t *testing.T) {
 		{"coprime and huge", math.MaxInt64 / 3, 0, 24*time.Hour + 1, true},
 		{"burst overflow", math.MaxInt64, 1, time.Second, true},
 	} {
-		_, err := newLimit(kindReject, tc.count, tc.burst, tc.d)
+		_, err := rejectKind{}.newLimit(tc.count, tc.burst, tc.d)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s: err = %v, want error %v", tc.name, err, tc.wantErr)
 		}
