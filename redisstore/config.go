@@ -29,27 +29,33 @@ const (
 
 // Config configures a Store. The zero value of every field but Addrs takes a default.
 type Config struct {
-	Addrs    []string
-	Mode     string // standalone (default) | cluster
+	// Addrs are the Redis addresses for `cluster: true` rules; empty means no shared store (cluster rules are
+	// refused).
+	Addrs []string
+	// Mode is `standalone` (one address) or `cluster`.
+	Mode string
+	// Username is the Redis ACL user.
 	Username string
+	// Password is the Redis password (never logged).
 	Password string
-	TLS      bool
+	// TLS turns on TLS to Redis.
+	TLS bool
 	// CAFile is a PEM file of the certificate authorities that sign the server's certificate
 	// (a private CA); "" means the system's. It requires TLS.
 	CAFile string
-	// Timeout bounds one Eval, all its round trips included. Default 5ms.
+	// Timeout is the deadline of one check, all its round trips included.
 	Timeout time.Duration
-	// Prefix starts every key. Default "extauthz". It may not contain '{' or '}'.
+	// Prefix is the key prefix (no braces).
 	Prefix string
-	// BreakerFailures is the number of consecutive failed calls that opens the breaker. Default 3.
+	// BreakerFailures is how many consecutive failed calls suspend calls to Redis.
 	BreakerFailures int
-	// BreakerCooldown is the time between two background probes of an open breaker. Default 1s.
+	// BreakerCooldown is the time between probes while suspended.
 	BreakerCooldown time.Duration
-	// BlockedCache is the most values a replica remembers as refused by Redis until Redis said
-	// they may pass again, refusing them meanwhile without a call. Default 10000; negative: off.
+	// BlockedCache is how many values a replica remembers as refused by Redis until they may pass, refusing
+	// them again without a call (never admits); negative: off.
 	BlockedCache int
-	// SampleInterval is how often Run reads INFO from every node to count evictions and
-	// restarts (Stats, Options.OnServer). Default DefaultSampleInterval (10s).
+	// SampleInterval is how often `INFO` is read from every Redis node to count evictions and
+	// restarts (`extauthz_redis_evicted_keys_total`, `extauthz_redis_restarts_total`).
 	SampleInterval time.Duration
 }
 

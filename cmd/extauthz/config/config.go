@@ -203,8 +203,8 @@ type RedisConfig struct {
 	redisstore.Config `json:",inline"`
 	// Fallback is what a replica does when Redis fails: `local` (this replica's own state), `allow`, `deny`.
 	Fallback string `json:"fallback"`
-	// Replicas is what the `local` fallback divides counts by this, rounded down, so the replicas together
-	// never exceed a rule (see "The local fallback's share" in [Cluster mode](cluster-mode.md)).
+	// Replicas is the number the `local` fallback divides counts by, rounded down, so that the
+	// replicas together never exceed a rule (see "The local fallback's share" in [Cluster mode](cluster-mode.md)).
 	// Left at `1` with Redis and the `local` fallback, it is warned of at start
 	// (`store.redis.replicas is 1: ...`). A replica cannot see the fleet's size without the
 	// Kubernetes API, so whether it matches is not checked at run time: the Helm chart and the
