@@ -13,6 +13,7 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // Set is one compiled, immutable generation of rules.
@@ -93,9 +94,10 @@ type Store struct {
 // set yet), unless it is missing and Optional.
 func New(opts Options) (*Store, error) {
 	s := &Store{opts: opts}
-	if opts.File != "" && !isJSONFile(opts.File) {
+	s.opts.Parse.dialects = dialects() // registered once for every load
+	if opts.File != "" && !decode.IsJSONFile(opts.File) {
 		// the file's loads convert only the YAML list items that changed (see yamlItems)
-		s.opts.Parse.yamlItems = new(yamlItems)
+		s.opts.Parse.yamlItems = new(decode.YAMLItems)
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now

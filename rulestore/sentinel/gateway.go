@@ -1,4 +1,4 @@
-package rulestore
+package sentinel
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
 
 // Sentinel's gateway rules and API definitions, as its API-gateway adapter and dashboard store
@@ -59,13 +61,13 @@ const GatewayRouteParam = "gateway_route"
 // them can say which paths they cover.
 func (p *parser) apiDefinitions(elems []json.RawMessage) {
 	for i, e := range elems {
-		ms, err := members(e)
+		ms, err := p.f.Members(e)
 		if err != nil {
 			continue
 		}
-		var inner []member
+		var inner []decode.Member
 		for _, m := range ms {
-			if !dashboardMeta[m.name] {
+			if !dashboardMeta[m.Name] {
 				inner = append(inner, m)
 			}
 		}
@@ -76,7 +78,7 @@ func (p *parser) apiDefinitions(elems []json.RawMessage) {
 			continue
 		}
 		for _, m := range ms {
-			if dashboardMeta[m.name] && m.name != "id" {
+			if dashboardMeta[m.Name] && m.Name != "id" {
 				p.sawMeta = true
 			}
 		}
@@ -84,23 +86,23 @@ func (p *parser) apiDefinitions(elems []json.RawMessage) {
 	}
 }
 
-func (p *parser) apiDefinition(i int, ms []member) {
-	r := p.rule(sectionAPI, i)
+func (p *parser) apiDefinition(i int, ms []decode.Member) {
+	r := p.f.Rule(decode.SectionAPI, i)
 	var d apiDoc
-	decodeMembers(ms, &d, "", r.add)
-	if d.ApiName == "" && !fieldFailed(r, "apiName") {
-		r.add("apiName", "must not be empty")
+	p.f.Decode(ms, &d, "", r.Add)
+	if d.ApiName == "" && !r.Failed("apiName") {
+		r.Add("apiName", "must not be empty")
 	}
 	var paths []string
 	for j, raw := range d.PredicateItems {
 		prefix := fmt.Sprintf("predicateItems[%d].", j)
 		var it apiPredicateDoc
-		g := decodeStrict(raw, &it, prefix, r.add)
-		if !g.ok() {
+		g := p.f.Strict(raw, &it, prefix, r.Add)
+		if !g.OK() {
 			continue
 		}
-		if it.Pattern == "" && !fieldFailed(r, prefix+"pattern") {
-			r.add(prefix+"pattern", "must not be empty")
+		if it.Pattern == "" && !r.Failed(prefix+"pattern") {
+			r.Add(prefix+"pattern", "must not be empty")
 			continue
 		}
 		switch it.MatchStrategy {
@@ -110,25 +112,25 @@ func (p *parser) apiDefinition(i int, ms []member) {
 			paths = append(paths, "path prefix "+strconv.Quote(strings.TrimSuffix(it.Pattern, "**")))
 		case 2:
 			if _, err := regexp.Compile(it.Pattern); err != nil {
-				r.add(prefix+"pattern", "invalid regex (RE2 syntax): %v", err)
+				r.Add(prefix+"pattern", "invalid regex (RE2 syntax): %v", err)
 				continue
 			}
 			paths = append(paths, "path regex "+strconv.Quote(it.Pattern))
 		default:
-			r.add(prefix+"matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex)", it.MatchStrategy)
+			r.Add(prefix+"matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex)", it.MatchStrategy)
 		}
 	}
-	if len(d.PredicateItems) == 0 && !fieldFailed(r, "predicateItems") {
-		r.add("predicateItems", "must list at least one path predicate")
+	if len(d.PredicateItems) == 0 && !r.Failed("predicateItems") {
+		r.Add("predicateItems", "must list at least one path predicate")
 	}
-	if len(r.errs) == 0 {
+	if len(r.Errs) == 0 {
 		if p.apis == nil {
 			p.apis = make(map[string][]string)
 		}
 		p.apis[d.ApiName] = paths
-		p.warn(sectionAPI, i, d.ApiName, fmt.Sprintf("custom API %q (%s): give the Envoy routes of these paths the context_extensions resource: %q; its gateway rules limit that resource", d.ApiName, strings.Join(paths, ", "), d.ApiName))
+		p.f.Warn(decode.SectionAPI, i, d.ApiName, fmt.Sprintf("custom API %q (%s): give the Envoy routes of these paths the context_extensions resource: %q; its gateway rules limit that resource", d.ApiName, strings.Join(paths, ", "), d.ApiName))
 	}
-	r.done(&p.errs, d.ApiName)
+	r.Done(&p.f.Errs, d.ApiName)
 }
 
 // gatewayRule decodes a GatewayFlowRule into a param-flow rule. resourceMode 0 names a route, 1
@@ -142,76 +144,76 @@ func (p *parser) apiDefinition(i int, ms []member) {
 // contains) become the rule's match. Sentinel does not implement matchStrategy 1 (prefix) nor
 // any higher value: it limits every value then, and so does the imported rule, with a warning. Without a paramItem, the rule limits the whole
 // route, through GatewayRouteParam.
-func (p *parser) gatewayRule(i int, ms []member) {
-	r := p.rule(sectionParamFlow, i)
+func (p *parser) gatewayRule(i int, ms []decode.Member) {
+	r := p.f.Rule(decode.SectionParamFlow, i)
 	var d gatewayDoc
-	given := decodeMembers(ms, &d, "", r.add)
+	given := p.f.Decode(ms, &d, "", r.Add)
 	rule := hotparam.Rule{Resource: d.Resource, Burst: d.Burst, Duration: time.Second}
-	requireResource(r, d.Resource)
+	decode.RequireResource(r, d.Resource)
 	switch d.ResourceMode {
 	case 0:
 	case 1:
-		if _, ok := p.apis[d.Resource]; !ok && len(r.errs) == 0 {
-			p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("custom API %q is not defined in this file: give the Envoy routes of its paths the context_extensions resource: %q", d.Resource, d.Resource))
+		if _, ok := p.apis[d.Resource]; !ok && len(r.Errs) == 0 {
+			p.f.Warn(decode.SectionParamFlow, i, d.Resource, fmt.Sprintf("custom API %q is not defined in this file: give the Envoy routes of its paths the context_extensions resource: %q", d.Resource, d.Resource))
 		}
 	default:
-		r.add("resourceMode", "unknown mode %d (0 = route id, 1 = custom API)", d.ResourceMode)
+		r.Add("resourceMode", "unknown mode %d (0 = route id, 1 = custom API)", d.ResourceMode)
 	}
 	rule.Grade = sentinelGrade(r, given, d.Grade)
-	rule.Count = requiredWhole(r, given, "count", d.Count)
+	rule.Count = decode.RequiredWhole(r, given, "count", d.Count)
 	switch d.ControlBehavior {
 	case 0:
 		rule.Behavior = hotparam.Reject
 	case 2:
 		rule.Behavior = hotparam.Throttle
 		rule.MaxQueueingTime = 500 * time.Millisecond
-		if given.has("maxQueueingTimeoutMs") {
+		if given.Has("maxQueueingTimeoutMs") {
 			rule.MaxQueueingTime = p.millis(r, "maxQueueingTimeoutMs", d.MaxQueueingTimeoutMs)
 		}
 	default:
-		r.add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle)", d.ControlBehavior)
+		r.Add("controlBehavior", "unknown behaviour %d (0 = reject, 2 = throttle)", d.ControlBehavior)
 	}
 	if rule.Grade == hotparam.Concurrency {
 		rule.MaxQueueingTime = 0
 	}
 	switch {
-	case given.has("interval"):
+	case given.Has("interval"):
 		unit := map[int]int64{0: 1, 1: 60, 2: 3600, 3: 86400}
 		mul, ok := unit[d.IntervalUnit]
 		if !ok {
-			r.add("intervalUnit", "unknown unit %d (0 = second, 1 = minute, 2 = hour, 3 = day)", d.IntervalUnit)
+			r.Add("intervalUnit", "unknown unit %d (0 = second, 1 = minute, 2 = hour, 3 = day)", d.IntervalUnit)
 		} else if d.Interval > int64(1<<62)/mul/int64(time.Second) {
-			r.add("interval", "too large: %d", d.Interval)
+			r.Add("interval", "too large: %d", d.Interval)
 		} else {
 			rule.Duration = p.seconds(r, "interval", d.Interval*mul)
 		}
-	case given.has("intervalSec"):
+	case given.Has("intervalSec"):
 		rule.Duration = p.seconds(r, "intervalSec", d.IntervalSec)
 	}
-	if given.has("paramItem") {
+	if given.Has("paramItem") {
 		p.gatewayItem(r, &rule, d.ParamItem)
 	} else {
 		rule.Param = GatewayRouteParam
-		p.noteSource(GatewayRouteParam, "context_extension", "resource")
+		p.f.NeedSource(GatewayRouteParam, "context_extension", "resource")
 	}
-	p.checkParamFlow(r, &rule, ruleFields{
-		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burst",
-		maxQueueing: "maxQueueingTimeoutMs",
+	p.f.CheckParamFlow(r, &rule, decode.RuleFields{
+		Grade: "grade", Behavior: "controlBehavior", Count: "count", Burst: "burst",
+		MaxQueueing: "maxQueueingTimeoutMs",
 	})
-	p.addParamFlow(r, i, rule)
+	p.f.AddParamFlow(r, i, rule)
 }
 
 // gatewayItem reads a gateway rule's paramItem into rule's param and match.
-func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessage) {
+func (p *parser) gatewayItem(r *decode.Problems, rule *hotparam.Rule, raw json.RawMessage) {
 	var it gatewayItemDoc
-	g := decodeStrict(raw, &it, "paramItem.", r.add)
-	if !g.ok() {
+	g := p.f.Strict(raw, &it, "paramItem.", r.Add)
+	if !g.OK() {
 		return
 	}
 	name := strings.ToLower(it.FieldName)
 	needName := func() bool {
-		if it.FieldName == "" && !fieldFailed(r, "paramItem.fieldName") {
-			r.add("paramItem.fieldName", "required for parseStrategy %d", it.ParseStrategy)
+		if it.FieldName == "" && !r.Failed("paramItem.fieldName") {
+			r.Add("paramItem.fieldName", "required for parseStrategy %d", it.ParseStrategy)
 			return false
 		}
 		return true
@@ -219,43 +221,43 @@ func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessa
 	switch it.ParseStrategy {
 	case 0:
 		rule.Param = "client_ip"
-		p.noteSource(rule.Param, "client_ip", "")
+		p.f.NeedSource(rule.Param, "client_ip", "")
 	case 1:
 		rule.Param = "host"
-		p.noteSource(rule.Param, "host", "")
+		p.f.NeedSource(rule.Param, "host", "")
 	case 2:
 		if needName() {
 			rule.Param = "header_" + name
-			p.noteSource(rule.Param, "header", name)
+			p.f.NeedSource(rule.Param, "header", name)
 		}
 	case 3:
 		if needName() {
 			rule.Param = "query_" + it.FieldName
-			p.noteSource(rule.Param, "query", it.FieldName)
+			p.f.NeedSource(rule.Param, "query", it.FieldName)
 		}
 	case 4:
 		if needName() {
 			rule.Param = "cookie_" + it.FieldName
-			p.noteSource(rule.Param, "cookie", it.FieldName)
+			p.f.NeedSource(rule.Param, "cookie", it.FieldName)
 		}
 	default:
-		r.add("paramItem.parseStrategy", "unknown strategy %d (0 = client IP, 1 = host, 2 = header, 3 = URL param, 4 = cookie)", it.ParseStrategy)
+		r.Add("paramItem.parseStrategy", "unknown strategy %d (0 = client IP, 1 = host, 2 = header, 3 = URL param, 4 = cookie)", it.ParseStrategy)
 	}
 	if it.Pattern == "" {
 		return
 	}
-	var kind MatchKind
+	var kind match.MatchKind
 	pattern := it.Pattern
 	switch it.MatchStrategy {
 	case 0:
-		kind = MatchExact
+		kind = match.MatchExact
 	case 2:
-		kind, pattern = MatchRegex, "^(?:"+it.Pattern+")$"
+		kind, pattern = match.MatchRegex, "^(?:"+it.Pattern+")$"
 	case 3:
-		kind = MatchContains
+		kind = match.MatchContains
 	default:
 		if it.MatchStrategy < 0 {
-			r.add("paramItem.matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex, 3 = contains); Sentinel skips such a rule", it.MatchStrategy)
+			r.Add("paramItem.matchStrategy", "unknown strategy %d (0 = exact, 1 = prefix, 2 = regex, 3 = contains); Sentinel skips such a rule", it.MatchStrategy)
 			return
 		}
 		// Sentinel's GatewayParamParser has no case for prefix (nor for any other value): the
@@ -264,12 +266,12 @@ func (p *parser) gatewayItem(r *ruleErrs, rule *hotparam.Rule, raw json.RawMessa
 		if it.MatchStrategy != 1 {
 			name = "unknown"
 		}
-		p.warn(sectionParamFlow, r.index, rule.Resource, fmt.Sprintf("paramItem.matchStrategy %d (%s) is not implemented by Sentinel, which then limits every value of the param whatever the pattern: so does this rule; to limit only the values starting with %q, write a native rule with match: {prefix: %q}", it.MatchStrategy, name, it.Pattern, it.Pattern))
+		p.f.Warn(decode.SectionParamFlow, r.Index, rule.Resource, fmt.Sprintf("paramItem.matchStrategy %d (%s) is not implemented by Sentinel, which then limits every value of the param whatever the pattern: so does this rule; to limit only the values starting with %q, write a native rule with match: {prefix: %q}", it.MatchStrategy, name, it.Pattern, it.Pattern))
 		return
 	}
-	m, err := NewMatch(kind, pattern)
+	m, err := match.NewMatch(kind, pattern)
 	if err != nil {
-		r.add("paramItem.pattern", "%v", err)
+		r.Add("paramItem.pattern", "%v", err)
 		return
 	}
 	rule.Match = m

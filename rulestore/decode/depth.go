@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 // cost grows with size times depth, stays linear in the file's size.
 const MaxDepth = 32
 
-// checkJSONDepth reports a JSON text nested deeper than MaxDepth, by one pass over its bytes.
-func checkJSONDepth(data []byte) error {
+// CheckJSONDepth reports a JSON text nested deeper than MaxDepth, by one pass over its bytes.
+func CheckJSONDepth(data []byte) error {
 	depth, line := 0, 1
 	inString, escaped := false, false
 	for _, c := range data {
@@ -43,16 +43,16 @@ func checkJSONDepth(data []byte) error {
 	return nil
 }
 
-// checkYAMLDepth reports a YAML text nested deeper than MaxDepth, by one pass over its lines. A
+// CheckYAMLDepth reports a YAML text nested deeper than MaxDepth, by one pass over its lines. A
 // line's depth is the number of enclosing indentation levels, plus the "- " entries that open on
 // it, plus the flow collections ([ and {) open at its end; quoted text (over several lines too)
 // and comments are skipped.
-// It may count a level too many on odd text (a plain scalar with an unbalanced bracket), never
+// It may count a level too many on odd text (a plain Scalar with an unbalanced bracket), never
 // one too few for block and flow nesting.
-func checkYAMLDepth(data []byte) error {
+func CheckYAMLDepth(data []byte) error {
 	var indents []int // the indentation of each open block level
 	flow := 0
-	var quote byte // the quote of a quoted scalar open at the end of the previous line
+	var quote byte // the quote of a quoted Scalar open at the end of the previous line
 	base := 0      // the block depth of the current line
 	for n, line := 1, data; len(line) > 0 || n == 1; n++ {
 		var rest []byte

@@ -1,13 +1,10 @@
-package rulestore
+package match
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 )
 
 // Sentinel's exception items are typed: ParamFlowRuleUtil parses each item's object by its
@@ -16,10 +13,10 @@ import (
 // of its param as numbers too (Number), so that no respelling of a number gets a bucket of its
 // own or escapes the number's exception.
 
-// itemClass is how Sentinel's parseItemValue reads an item of a classType: exactly the
+// ItemClass is how Sentinel's parseItemValue reads an item of a classType: exactly the
 // primitive names and the java.lang boxed names it tests for; any other spelling (Integer,
 // java.lang.Character, ...) is read as a String.
-func itemClass(classType string) (kind string, bits int) {
+func ItemClass(classType string) (kind string, bits int) {
 	switch classType {
 	case "int", "java.lang.Integer":
 		return "int", 32
@@ -56,7 +53,7 @@ func (n *Number) Match(string) bool { return true }
 
 // Key is value's canonical text when it reads as a number, else value.
 func (n *Number) Key(value string) string {
-	if k, ok := n.canonical(value); ok {
+	if k, ok := n.Canonical(value); ok {
 		return k
 	}
 	return value
@@ -85,16 +82,17 @@ func (n *Number) Class() string {
 // NewNumber is the Number of a Java numeric type (int, long, short, byte, double or float, or
 // their java.lang names); ok is false for any other.
 func NewNumber(class string) (n *Number, ok bool) {
-	kind, bits := itemClass(class)
+	kind, bits := ItemClass(class)
 	if kind != "int" && kind != "float" {
 		return nil, false
 	}
 	return &Number{Kind: kind, Bits: bits}, true
 }
 
-// keyItems rewrites a native rule's items under their keys (Key: a number's canonical text; any
-// other value its own); two items that are one number are reported.
-func (n *Number) keyItems(r *ruleErrs, items map[string]int64) map[string]int64 {
+// KeyItems rewrites a native rule's items under their keys (Key: a number's canonical text; any
+// other value its own); two items that are one number are reported through add, for the field
+// items.
+func (n *Number) KeyItems(items map[string]int64, add func(field, format string, args ...any)) map[string]int64 {
 	if len(items) == 0 {
 		return items
 	}
@@ -108,7 +106,7 @@ func (n *Number) keyItems(r *ruleErrs, items map[string]int64) map[string]int64 
 	for _, v := range values {
 		k := n.Key(v)
 		if prev, dup := from[k]; dup {
-			r.add("items", "%q and %q are one number (%s)", prev, v, k)
+			add("items", "%q and %q are one number (%s)", prev, v, k)
 			continue
 		}
 		from[k] = v
@@ -117,7 +115,8 @@ func (n *Number) keyItems(r *ruleErrs, items map[string]int64) map[string]int64 
 	return out
 }
 
-func (n *Number) canonical(v string) (string, bool) {
+// Canonical is v's canonical text, and whether v reads as a number of n's kind.
+func (n *Number) Canonical(v string) (string, bool) {
 	if n.Kind == "int" {
 		i, ok := javaInt(v, n.Bits)
 		return strconv.FormatInt(i, 10), ok
@@ -192,99 +191,4 @@ func javaFloat(s string, bits int) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(s, bits)
 	return f, err == nil
-}
-
-// sentinelItems reads a paramFlowItemList as Sentinel's parseHotItems does: each object parsed
-// by its classType, an item whose object is no value of its class refused (Sentinel would drop
-// it, and its value would lose its exception), and items equal after parsing resolved as
-// Sentinel's map resolves them: the last one wins, with a warning. It returns the items by key
-// and the rule's Matcher (a Number when the items are numbers; nil otherwise).
-func (p *parser) sentinelItems(r *ruleErrs, resource string, raws []json.RawMessage) (map[string]int64, *Number) {
-	if len(raws) == 0 {
-		return nil, nil
-	}
-	type item struct {
-		object, key string
-		count       int64
-		at          int
-	}
-	var kept []item
-	var num *Number
-	classes := map[string]bool{}
-	for j, raw := range raws {
-		prefix := fmt.Sprintf("paramFlowItemList[%d].", j)
-		var it sentinelItemDoc
-		g := decodeStrict(raw, &it, prefix, r.add)
-		if !g.ok() {
-			continue
-		}
-		for _, f := range []string{"object", "count"} {
-			if !g.has(f) && !fieldFailed(r, prefix+f) {
-				r.add(prefix+f, "required")
-			}
-		}
-		object, ok := p.text(r, prefix+"object", it.Object)
-		if !ok || !g.has("object") || !g.has("count") {
-			continue
-		}
-		if it.Count < 0 {
-			r.add(prefix+"count", "must not be negative, got %d (Sentinel drops such an item)", it.Count)
-			continue
-		}
-		kind, bits := itemClass(it.ClassType)
-		key, reason := object, ""
-		switch kind {
-		case "int", "float":
-			n := &Number{Kind: kind, Bits: bits}
-			if k, ok := n.canonical(object); ok {
-				key = k
-			} else {
-				reason = fmt.Sprintf("%q is not a value of classType %s; Sentinel drops such an item, and the value would lose its exception", object, it.ClassType)
-			}
-			if num == nil {
-				num = n
-			}
-			classes[kind+strconv.Itoa(bits)] = true
-		case "bool":
-			key = strconv.FormatBool(strings.EqualFold(object, "true")) // Boolean.parseBoolean
-		case "char":
-			if object == "" {
-				reason = "must not be empty"
-			} else {
-				c, _ := utf8.DecodeRuneInString(object)
-				key = string(c)
-			}
-		default:
-			if object == "" {
-				reason = "must not be empty"
-			}
-			if c := it.ClassType; c != "" && c != "String" && c != "java.lang.String" {
-				p.warn(sectionParamFlow, r.index, resource, fmt.Sprintf("%sclassType %q is read as String by Sentinel (its typed classes are int, long, short, byte, double, float, boolean, char and java.lang.Integer, ...): the item is compared as text, and so here", prefix, c))
-			}
-		}
-		if reason != "" {
-			r.add(prefix+"object", "%s", reason)
-			continue
-		}
-		if key != object && kind != "int" && kind != "float" {
-			p.warn(sectionParamFlow, r.index, resource, fmt.Sprintf("%sobject %q of classType %s is the value %q to Sentinel, and so here", prefix, object, it.ClassType, key))
-		}
-		kept = append(kept, item{object, key, it.Count, j})
-	}
-	if len(classes) > 1 {
-		p.warn(sectionParamFlow, r.index, resource, "paramFlowItemList mixes number types: values are compared as the first item's type (in Sentinel an argument matches only the items of its own Java type)")
-	}
-	items := make(map[string]int64, len(kept))
-	last := make(map[string]item, len(kept))
-	for _, it := range kept {
-		if prev, dup := last[it.key]; dup {
-			p.warn(sectionParamFlow, r.index, resource, fmt.Sprintf("paramFlowItemList[%d] (%q) and paramFlowItemList[%d] (%q) are one value (%s) to Sentinel: the last one's count, %d, applies, as in Sentinel", prev.at, prev.object, it.at, it.object, it.key, it.count))
-		}
-		last[it.key] = it
-		items[it.key] = it.count
-	}
-	if num == nil && len(items) > 0 {
-		return items, nil
-	}
-	return items, num
 }

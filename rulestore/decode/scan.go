@@ -1,10 +1,9 @@
-package rulestore
+package decode
 
 import (
 	"encoding/json"
 	"errors"
-	"reflect"
-	"strings"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -88,11 +87,12 @@ func jsonString(s []byte, escaped bool) string {
 	return v
 }
 
-// scanMembers splits a valid JSON object into its members, in order.
-func scanMembers(raw []byte) ([]member, error) { return scanMembersInto(nil, raw) }
+// Members splits a valid JSON object into its members, in order, keeping duplicates. A
+// member named like a field of a registered document gets that field's name string.
+func (g *Registry) Members(raw []byte) ([]Member, error) { return g.scanMembersInto(nil, raw) }
 
-// scanMembersInto is scanMembers appending to ms.
-func scanMembersInto(ms []member, raw []byte) ([]member, error) {
+// scanMembersInto is Members appending to ms.
+func (g *Registry) scanMembersInto(ms []Member, raw []byte) ([]Member, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return ms, errNotObject
@@ -104,7 +104,7 @@ func scanMembersInto(ms []member, raw []byte) ([]member, error) {
 		end, esc := skipString(raw, i)
 		name, known := "", false
 		if !esc {
-			name, known = fieldNames[string(raw[i+1:end-1])] // no allocation for the lookup
+			name, known = g.name(raw[i+1 : end-1])
 		}
 		if !known {
 			name = jsonString(raw[i:end], esc)
@@ -115,7 +115,7 @@ func scanMembersInto(ms []member, raw []byte) ([]member, error) {
 		}
 		i = skipSpace(raw, i+1)
 		vend := skipValue(raw, i)
-		ms = append(ms, member{name: name, value: raw[i:vend:vend]})
+		ms = append(ms, Member{Name: name, Value: raw[i:vend:vend]})
 		i = skipSpace(raw, vend)
 		if i < len(raw) && raw[i] == ',' {
 			i = skipSpace(raw, i+1)
@@ -124,8 +124,8 @@ func scanMembersInto(ms []member, raw []byte) ([]member, error) {
 	return ms, nil
 }
 
-// scanElements splits a valid JSON array into its elements.
-func scanElements(raw []byte) ([]json.RawMessage, error) {
+// Elements splits a valid JSON array into its elements.
+func Elements(raw []byte) ([]json.RawMessage, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, errNotArray
@@ -166,21 +166,68 @@ func scanElements(raw []byte) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-// fieldNames holds the field names of the rule documents, so that scanMembers gives a member
-// whose name is one of them that string, instead of a copy per rule of the file.
-var fieldNames = func() map[string]string {
-	names := map[string]string{}
-	for _, doc := range []any{
-		nativeFile{}, authorityDoc{}, paramFlowDoc{}, itemDoc{}, matchDoc{},
-		sentinelFile{}, sentinelParamDoc{}, sentinelItemDoc{}, sentinelClusterDoc{}, sentinelAuthorityDoc{},
-		goHotspotDoc{}, goSpecificValue{}, gatewayDoc{}, gatewayItemDoc{}, apiDoc{}, apiPredicateDoc{},
-	} {
-		t := reflect.TypeOf(doc)
-		for i := range t.NumField() {
-			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-				names[name] = name
+// scanMembers is Members without a Registry: no field names are shared.
+func scanMembers(raw []byte) ([]Member, error) { return (*Registry)(nil).scanMembersInto(nil, raw) }
+
+// CheckDuplicates reports the first object key given twice anywhere in raw (encoding/json would
+// silently keep the last one). raw must be valid JSON; it is read in one pass, and the keys of
+// the objects open at one time are kept in one list (a set only for objects with many keys).
+func CheckDuplicates(raw []byte) error {
+	type frame struct {
+		object, wantKey bool
+		from            int                 // where the object's keys start in keys
+		set             map[string]struct{} // its keys, once it has many
+	}
+	var stack []frame
+	var keys []string
+	const small = 16
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			end, esc := skipString(raw, i)
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+				top := &stack[n-1]
+				top.wantKey = false
+				key := jsonString(raw[i:end], esc)
+				dup := false
+				if top.set != nil {
+					_, dup = top.set[key]
+					top.set[key] = struct{}{}
+				} else {
+					for _, k := range keys[top.from:] {
+						if k == key {
+							dup = true
+							break
+						}
+					}
+					keys = append(keys, key)
+					if len(keys)-top.from > small {
+						top.set = make(map[string]struct{}, 2*small)
+						for _, k := range keys[top.from:] {
+							top.set[k] = struct{}{}
+						}
+						keys = keys[:top.from]
+					}
+				}
+				if dup {
+					return fmt.Errorf("cannot parse JSON: key %q given twice in one object", key)
+				}
+			}
+			i = end - 1
+		case '{':
+			stack = append(stack, frame{object: true, wantKey: true, from: len(keys)})
+		case '[':
+			stack = append(stack, frame{from: len(keys)})
+		case '}', ']':
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].from]
+				stack = stack[:n-1]
+			}
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].wantKey = true
 			}
 		}
 	}
-	return names
-}()
+	return nil
+}

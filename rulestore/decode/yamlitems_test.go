@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"bytes"
@@ -10,15 +10,19 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// checkItems converts each of docs in turn with one yamlItems, and requires every conversion by
+// testKeys are the top-level keys of the native format and of Sentinel's object form, as
+// their dialects register them.
+var testKeys = map[string]bool{"authority": true, "param_flow": true, "paramFlowRules": true, "authorityRules": true}
+
+// checkItems converts each of docs in turn with one YAMLItems, and requires every conversion by
 // items to give exactly the JSON the whole file converts to, and none where the whole file
 // does not convert. It returns, per doc, whether it was converted by items.
 func checkItems(t testing.TB, docs ...[]byte) []bool {
 	t.Helper()
-	var c yamlItems
+	var c YAMLItems
 	byItems := make([]bool, len(docs))
 	for i, doc := range docs {
-		got, ok := c.convert(doc)
+		got, ok := c.convert(doc, testKeys)
 		byItems[i] = ok
 		want, err := yaml.YAMLToJSONStrict(doc)
 		switch {
@@ -132,7 +136,7 @@ func TestYAMLItemsAcrossFiles(t *testing.T) {
 }
 
 // An item whose JSON was taken with the wrong boundaries must never be reused: each file below
-// is converted after the one before it by one yamlItems.
+// is converted after the one before it by one YAMLItems.
 func TestYAMLItemsBoundaries(t *testing.T) {
 	checkItems(t,
 		[]byte("param_flow:\n  - \"x\n  - y\"\n  - c\u0085  - d\n"),
@@ -143,7 +147,7 @@ func TestYAMLItemsBoundaries(t *testing.T) {
 	)
 }
 
-// FuzzYAMLItems converts two inputs in turn with one yamlItems: whatever is converted by items
+// FuzzYAMLItems converts two inputs in turn with one YAMLItems: whatever is converted by items
 // must be exactly what the whole input converts to.
 func FuzzYAMLItems(f *testing.F) {
 	f.Add([]byte("param_flow:\n  - {resource: a, param: p, count: 1}\n  - {resource: b, param: p, count: 2}\n"),
@@ -154,7 +158,7 @@ func FuzzYAMLItems(f *testing.F) {
 	f.Add([]byte("authority: [\n  {resource: a}\n  ]\n"), []byte("authority:\n  -\n  - null\n  - [1, 2]\n"))
 	f.Add([]byte("# top\nparam_flow: # c\n  - a\n    # c\n  - \"b\n#\" x\n"), []byte("param_flow:\n    - 'a\n  #' b\n    - c\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		if len(a) > 4096 || len(b) > 4096 || checkYAMLDepth(a) != nil || checkYAMLDepth(b) != nil {
+		if len(a) > 4096 || len(b) > 4096 || CheckYAMLDepth(a) != nil || CheckYAMLDepth(b) != nil {
 			return
 		}
 		checkItems(t, a, b)

@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"bytes"
@@ -29,9 +29,10 @@ import (
 // file, and any part that fails to convert, goes through the library whole, as every file did
 // before, so errors keep their line numbers.
 
-// yamlItems holds what the last file converted by items was: its text and JSON, and where each
-// list item is in both. Loads are serialised by the Store, which owns it.
-type yamlItems struct {
+// YAMLItems holds what the last file converted by items was: its text and JSON, and where each
+// list item is in both. It is not safe for concurrent use: the loads of one file, serialised
+// by their owner (the Store), share one. The zero value has converted nothing yet.
+type YAMLItems struct {
 	seed  maphash.Seed
 	text  []byte // the file last converted by items
 	js    []byte // its JSON
@@ -41,11 +42,8 @@ type yamlItems struct {
 	converted int
 }
 
-// itemSpan is one list item: its text in yamlItems.text, its JSON in yamlItems.js.
+// itemSpan is one list item: its text in YAMLItems.text, its JSON in YAMLItems.js.
 type itemSpan struct{ from, to, jsFrom, jsTo int32 }
-
-// yamlTopKeys are the top-level keys a file split by items may have.
-var yamlTopKeys = map[string]bool{"authority": true, "param_flow": true, sentinelParamKey: true, sentinelAuthorityKey: true}
 
 // yamlSection is one top-level key of a file split by items: its text from the key's line to
 // the first item (or to its end when its value is on its own), and its items, items[first:end]
@@ -60,8 +58,9 @@ type yamlSection struct {
 type span struct{ from, to int32 }
 
 // splitYAML splits data into top-level sections and list items, or reports that it cannot.
-// items is where to append the items (its capacity is a guess of their number).
-func splitYAML(data []byte, items []span) ([]yamlSection, []span, bool) {
+// items is where to append the items (its capacity is a guess of their number); keys are the
+// top-level keys a file split so may have (the Registry's).
+func splitYAML(data []byte, items []span, keys map[string]bool) ([]yamlSection, []span, bool) {
 	if bytes.ContainsAny(data, "&*!\t\r\u0085\u2028\u2029") || len(data) > MaxFileSize {
 		return nil, nil, false // the last three are line breaks to YAML 1.1, not to the split
 	}
@@ -85,7 +84,7 @@ func splitYAML(data []byte, items []span) ([]yamlSection, []span, bool) {
 			return nil, nil, false
 		case indent == 0 && !isDash(body):
 			key, rest, ok := bytes.Cut(line, []byte(":"))
-			if !ok || !yamlTopKeys[string(key)] || (len(rest) > 0 && rest[0] != ' ') {
+			if !ok || !keys[string(key)] || (len(rest) > 0 && rest[0] != ' ') {
 				return nil, nil, false
 			}
 			for _, s := range secs {
@@ -110,7 +109,7 @@ func splitYAML(data []byte, items []span) ([]yamlSection, []span, bool) {
 			}
 		case dash == -1:
 			if !isDash(body) {
-				return nil, nil, false // a mapping or a scalar under the key: not split
+				return nil, nil, false // a mapping or a Scalar under the key: not split
 			}
 			dash, newItem = indent, true
 		case indent < dash:
@@ -147,8 +146,8 @@ func isDash(body []byte) bool { return body[0] == '-' && (len(body) == 1 || body
 // convert converts data (YAML) to JSON by items, reusing the items of the previous file, and
 // makes data the previous file. It reports false, changing nothing, when data is not split by
 // items or a part of it does not convert: the caller then converts it whole.
-func (c *yamlItems) convert(data []byte) ([]byte, bool) {
-	secs, items, ok := splitYAML(data, make([]span, 0, len(c.items)+len(c.items)/8+16))
+func (c *YAMLItems) convert(data []byte, keys map[string]bool) ([]byte, bool) {
+	secs, items, ok := splitYAML(data, make([]span, 0, len(c.items)+len(c.items)/8+16), keys)
 	if !ok {
 		return nil, false
 	}
@@ -218,15 +217,15 @@ func (c *yamlItems) convert(data []byte) ([]byte, bool) {
 			return nil, false
 		}
 		ms, err := scanMembers(js)
-		if err != nil || len(ms) != 1 || ms[0].name != s.key {
+		if err != nil || len(ms) != 1 || ms[0].Name != s.key {
 			return nil, false
 		}
 		if len(miss) == 0 {
-			if !isNull(ms[0].value) {
+			if !IsNull(ms[0].Value) {
 				return nil, false
 			}
 		} else {
-			got, err := scanElements(ms[0].value)
+			got, err := Elements(ms[0].Value)
 			if err != nil || len(got) != len(miss) {
 				return nil, false
 			}
@@ -284,13 +283,17 @@ func (c *yamlItems) convert(data []byte) ([]byte, bool) {
 }
 
 // same reports whether the previous file's item k has text.
-func (c *yamlItems) same(k int, text []byte) bool {
+func (c *YAMLItems) same(k int, text []byte) bool {
 	it := c.items[k]
 	return bytes.Equal(c.text[it.from:it.to], text)
 }
 
 // hash is the hash of the previous file's item k.
-func (c *yamlItems) hash(k int) uint64 {
+func (c *YAMLItems) hash(k int) uint64 {
 	it := c.items[k]
 	return maphash.Bytes(c.seed, c.text[it.from:it.to])
 }
+
+// Converted is how many list items the last conversion by items converted; the others it took
+// from the file converted before.
+func (c *YAMLItems) Converted() int { return c.converted }

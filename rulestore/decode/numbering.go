@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import "sort"
 
@@ -12,7 +12,7 @@ import "sort"
 // messages say where it is by line and column.
 
 // ruleNumbers records, for one parse, which list elements were rules in error and which were
-// API definitions; the kept rules are the parser's authPos and paramPos.
+// API definitions; the kept rules are the File's AuthPos and ParamPos.
 type ruleNumbers struct {
 	failed map[string][]int // by section: the elements with problems, ascending
 	api    []int            // the API definitions read, ascending
@@ -21,7 +21,7 @@ type ruleNumbers struct {
 // done records that element elem of section was read, with problems or not.
 func (n *ruleNumbers) done(section string, elem int, failed bool) {
 	switch {
-	case section == sectionAPI:
+	case section == SectionAPI:
 		n.api = insertSorted(n.api, elem)
 	case failed:
 		if n.failed == nil {
@@ -31,18 +31,18 @@ func (n *ruleNumbers) done(section string, elem int, failed bool) {
 	}
 }
 
-// number returns the number of element elem of section, or -1 when it is no rule of the
+// Number returns the number of element elem of section, or -1 when it is no rule of the
 // section (an ignored one). It is right for every element already read.
-func (p *parser) number(section string, elem int) int {
+func (p *File) Number(section string, elem int) int {
 	if elem < 0 {
 		return -1
 	}
-	if section == sectionAPI {
+	if section == SectionAPI {
 		return rank(p.numbers.api, elem)
 	}
-	kept := p.paramPos
-	if section == sectionAuthority {
-		kept = p.authPos
+	kept := p.ParamPos
+	if section == SectionAuthority {
+		kept = p.AuthPos
 	}
 	failed := p.numbers.failed[section]
 	k, f := sort.SearchInts(kept, elem), sort.SearchInts(failed, elem)

@@ -1,14 +1,14 @@
-package rulestore
+// Package match holds the matchers of param-flow rules that the rules formats share: a rule
+// limited to the values that match a pattern (Match), and one whose values are numbers of a
+// Java type, each kept under its canonical text (Number).
+package match
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
 	"strings"
-
-	"github.com/extauthz/extauthz/hotparam"
 )
 
 // Limits of a regex match, so that compiling and running one stays cheap: RE2 runs in time
@@ -102,56 +102,3 @@ func (m *Match) Match(value string) bool {
 
 // String is the match as the native format writes it: "prefix: vip-".
 func (m *Match) String() string { return m.Kind.String() + ": " + strconv.Quote(m.Pattern) }
-
-// matchDoc is a native rule's match field: exactly one of its keys.
-type matchDoc struct {
-	Exact    *string `json:"exact"`
-	Prefix   *string `json:"prefix"`
-	Regex    *string `json:"regex"`
-	Contains *string `json:"contains"`
-	Number   *string `json:"number"`
-}
-
-// nativeMatch decodes a native rule's match field: a *Match, or a *Number for number.
-func nativeMatch(raw json.RawMessage, r *ruleErrs) hotparam.Matcher {
-	var d matchDoc
-	if !decodeStrict(raw, &d, "match.", r.add).ok() {
-		return nil
-	}
-	if d.Number != nil {
-		if d.Exact != nil || d.Prefix != nil || d.Regex != nil || d.Contains != nil {
-			r.add("match", "give exactly one of exact, prefix, regex, contains or number")
-			return nil
-		}
-		n, ok := NewNumber(*d.Number)
-		if !ok {
-			r.add("match.number", "unknown type %q (int, long, short, byte, double or float)", *d.Number)
-			return nil
-		}
-		return n
-	}
-	var kind MatchKind
-	var pattern string
-	n := 0
-	for _, c := range []struct {
-		k MatchKind
-		p *string
-	}{{MatchExact, d.Exact}, {MatchPrefix, d.Prefix}, {MatchRegex, d.Regex}, {MatchContains, d.Contains}} {
-		if c.p != nil {
-			kind, pattern = c.k, *c.p
-			n++
-		}
-	}
-	if n != 1 {
-		if len(r.errs) == 0 {
-			r.add("match", "give exactly one of exact, prefix, regex or contains, got %d", n)
-		}
-		return nil
-	}
-	m, err := NewMatch(kind, pattern)
-	if err != nil {
-		r.add("match."+kind.String(), "%v", err)
-		return nil
-	}
-	return m
-}

@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"fmt"
@@ -82,34 +82,47 @@ func (e Errors) Unwrap() []error {
 	return errs
 }
 
-// ruleErrs collects the problems of one rule (or of the file's top level when index is -1); the
-// resource is filled in by done, once it has been decoded.
-type ruleErrs struct {
-	file    string
-	section string
-	index   int
-	errs    Errors
-	p       *parser // told of the rule by done, to number it; nil for the top level
+// Problems collects the problems of one rule (or of the file's top level when Index is -1);
+// the resource is filled in by Done, once it has been decoded. Its Add method is what Strict
+// and Decode report through.
+type Problems struct {
+	File    string
+	Section string
+	Index   int
+	Errs    Errors
+	f       *File // told of the rule by Done, to number it; nil for the top level
 }
 
-func (r *ruleErrs) add(field, format string, args ...any) {
-	r.errs = append(r.errs, &ValidationError{
-		File:    r.file,
-		Section: r.section,
-		Index:   r.index,
+// Add records a problem with field (the rule's own, or "" for the rule as a whole).
+func (r *Problems) Add(field, format string, args ...any) {
+	r.Errs = append(r.Errs, &ValidationError{
+		File:    r.File,
+		Section: r.Section,
+		Index:   r.Index,
 		Field:   field,
 		Reason:  fmt.Sprintf(format, args...),
 	})
 }
 
-// done names resource in every problem found and appends them to dst.
-func (r *ruleErrs) done(dst *Errors, resource string) {
-	for _, e := range r.errs {
+// Failed reports whether r already has a problem with field (a decoding error), so that a
+// second, less precise one is not added.
+func (r *Problems) Failed(field string) bool {
+	for _, e := range r.Errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// Done names resource in every problem found and appends them to dst.
+func (r *Problems) Done(dst *Errors, resource string) {
+	for _, e := range r.Errs {
 		e.Resource = resource
 	}
-	if r.p != nil && r.index >= 0 {
-		r.p.numbers.done(r.section, r.index, len(r.errs) > 0)
+	if r.f != nil && r.Index >= 0 {
+		r.f.numbers.done(r.Section, r.Index, len(r.Errs) > 0)
 	}
-	*dst = append(*dst, r.errs...)
-	r.errs = nil
+	*dst = append(*dst, r.Errs...)
+	r.Errs = nil
 }

@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"bytes"
@@ -10,25 +10,25 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// The forms a rules file's top level takes, which say where a section's rules are.
-const (
-	formNative   = iota // {authority: [...], param_flow: [...]}
-	formSentinel        // {authorityRules: [...], paramFlowRules: [...]}
-	formList            // [...], Sentinel rules of any shape
-)
-
-// locator finds where a rule, or one of its fields, is in the file it was read from: the line
+// Locator finds where a rule, or one of its fields, is in the file it was read from: the line
 // and column (from 1, the column in characters) of the field's key, or of the rule when the
 // field is not there. A JSON file is scanned for offsets; a YAML file is read again into
 // go.yaml.in/yaml/v3's node tree, which keeps every node's place. Both happen only when a
 // message needs a place, once per file: a file with no problem and no warning costs nothing.
 //
-// A locator is used by one parse at a time (it is not safe for concurrent use); the zero value
+// Which list holds a section's rules is the dialect's to say (SectionKey): by default the
+// top-level key named like the section (the native format's authority and param_flow).
+//
+// A Locator is used by one parse at a time (it is not safe for concurrent use); the zero value
 // and nil locate nothing.
-type locator struct {
-	data []byte // the file's content, byte order mark removed
-	json bool   // data is JSON (else YAML)
-	form int
+type Locator struct {
+	data []byte          // the file's content, byte order mark removed
+	json bool            // data is JSON (else YAML)
+	keys map[string]bool // the top-level keys of a YAML file split by items (Registry)
+
+	// SectionKey, when set, returns the top-level key whose list holds the rules of section,
+	// or "" when the file's top level is itself the list.
+	SectionKey func(section string) string
 
 	read  bool       // the YAML node tree was built (root is nil if the file did not parse)
 	root  *yaml.Node // the YAML document's top node
@@ -46,9 +46,9 @@ type locator struct {
 	lastOff, lastLine, lastCol int
 }
 
-// newLocator returns a locator for data, a file of the given form.
-func newLocator(data []byte, json bool, form int) *locator {
-	return &locator{data: data, json: json, form: form}
+// newLocator returns a Locator for data.
+func newLocator(data []byte, json bool, keys map[string]bool) *Locator {
+	return &Locator{data: data, json: json, keys: keys}
 }
 
 // step is one step of a path in the file: a mapping's key, or a list's element (index >= 0).
@@ -57,21 +57,18 @@ type step struct {
 	index int
 }
 
-// rule returns where field of the rule at elem (its index in the list of its section, as the
+// Rule returns where field of the rule at elem (its index in the list of its section, as the
 // file has it) is; 0, 0 when the file does not say.
-func (l *locator) rule(section string, elem int, field string) (line, col int) {
+func (l *Locator) Rule(section string, elem int, field string) (line, col int) {
 	if l == nil || elem < 0 {
 		return 0, 0
 	}
 	var path []step
-	switch l.form {
-	case formNative:
-		path = append(path, step{key: section, index: -1})
-	case formSentinel:
-		key := sentinelParamKey
-		if section == sectionAuthority {
-			key = sentinelAuthorityKey
-		}
+	key := section
+	if l.SectionKey != nil {
+		key = l.SectionKey(section)
+	}
+	if key != "" {
 		path = append(path, step{key: key, index: -1})
 	}
 	path = append(path, step{index: elem})
@@ -79,7 +76,7 @@ func (l *locator) rule(section string, elem int, field string) (line, col int) {
 }
 
 // top returns where field, a key path from the file's top level, is.
-func (l *locator) top(field string) (line, col int) {
+func (l *Locator) top(field string) (line, col int) {
 	if l == nil || field == "" {
 		return 0, 0
 	}
@@ -108,7 +105,7 @@ func fieldPath(field string) []step {
 }
 
 // find walks path from the top and returns where its last step that is in the file is.
-func (l *locator) find(path []step) (line, col int) {
+func (l *Locator) find(path []step) (line, col int) {
 	if l.json {
 		return l.findJSON(path)
 	}
@@ -119,7 +116,7 @@ func (l *locator) find(path []step) (line, col int) {
 // (see splitYAML) is found by reading its item alone, so that placing a few rules of a long
 // file does not read the whole file again (up to maxItemReads); other paths, and the rules past
 // those, read the whole file, once.
-func (l *locator) findYAML(path []step) (line, col int) {
+func (l *Locator) findYAML(path []step) (line, col int) {
 	if len(path) >= 2 && path[0].index < 0 && path[1].index >= 0 && !l.read && l.itemReads < maxItemReads {
 		if text, first, ok := l.item(path[0].key, path[1].index); ok {
 			l.itemReads++
@@ -152,10 +149,10 @@ const maxItemReads = 64
 
 // item returns the text of element elem of the top-level list key, and the line it starts on,
 // when the file splits into items.
-func (l *locator) item(key string, elem int) ([]byte, int, bool) {
+func (l *Locator) item(key string, elem int) ([]byte, int, bool) {
 	if !l.split {
 		l.split = true
-		l.secs, l.items, l.splitOK = splitYAML(l.data, nil)
+		l.secs, l.items, l.splitOK = splitYAML(l.data, nil, l.keys)
 	}
 	if !l.splitOK {
 		return nil, 0, false
@@ -230,7 +227,7 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 
 // findJSON walks the JSON text, valid by the time a rule is located. The elements of the
 // top-level lists are found once, so that locating many rules of a long list stays linear.
-func (l *locator) findJSON(path []step) (line, col int) {
+func (l *Locator) findJSON(path []step) (line, col int) {
 	at, found := skipSpace(l.data, 0), -1
 	for k, s := range path {
 		var next int
@@ -272,7 +269,7 @@ func (l *locator) findJSON(path []step) (line, col int) {
 
 // elements returns the offsets of the elements of the list at offset at (the top level's when
 // key is "", else the top level's member key), splitting it on first use.
-func (l *locator) elements(key string, at int) []int {
+func (l *Locator) elements(key string, at int) []int {
 	if es, ok := l.lists[key]; ok {
 		return es
 	}
@@ -345,7 +342,7 @@ func jsonElement(b []byte, at, n int) (int, bool) {
 }
 
 // lineCol converts an offset in the file to a line and a column; 0, 0 for a negative one.
-func (l *locator) lineCol(off int) (line, col int) {
+func (l *Locator) lineCol(off int) (line, col int) {
 	if off < 0 || off > len(l.data) {
 		return 0, 0
 	}

@@ -1,4 +1,4 @@
-package rulestore
+package sentinel
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // A Sentinel param-flow rule in clusterMode is decided by Sentinel's token server
@@ -49,10 +50,10 @@ type clusterImport struct {
 // sentinelCluster reads a Sentinel param-flow rule's clusterMode and clusterConfig and makes
 // rule the token server's rule when it applies (see above). rule's count, items, grade and
 // local fields must already be set.
-func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelParamDoc, given fieldSet) clusterImport {
+func (p *parser) sentinelCluster(r *decode.Problems, rule *hotparam.Rule, d sentinelParamDoc, given decode.Fields) clusterImport {
 	var out clusterImport
 	cc := sentinelClusterDoc{SampleCount: 10, WindowIntervalMs: 1000}
-	if given.has("clusterConfig") && !decodeStrict(d.ClusterConfig, &cc, "clusterConfig.", r.add).ok() {
+	if given.Has("clusterConfig") && !p.f.Strict(d.ClusterConfig, &cc, "clusterConfig.", r.Add).OK() {
 		return out // checked strictly, as every field
 	}
 	if !d.ClusterMode {
@@ -60,7 +61,7 @@ func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelPar
 	}
 	var invalid string
 	switch {
-	case !given.has("clusterConfig"):
+	case !given.Has("clusterConfig"):
 		invalid = "clusterMode without a clusterConfig"
 	case cc.FlowID <= 0:
 		invalid = fmt.Sprintf("clusterMode with a clusterConfig.flowId of %d (it must be above 0)", cc.FlowID)
@@ -76,11 +77,11 @@ func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelPar
 		out.notes = append(out.notes, "clusterMode on a thread-count rule: Sentinel sends only QPS rules to its token server and checks this one locally, and so here")
 		return out
 	}
-	if !p.opts.ClusterEnabled {
+	if !p.f.Opts.ClusterEnabled {
 		out.notes = append(out.notes, "clusterMode: no shared store is configured (store.redis), so the rule is imported as a local rule: each replica counts on its own")
 		return out
 	}
-	clients := int64(max(p.opts.ClusterClients, 1))
+	clients := int64(max(p.f.Opts.ClusterClients, 1))
 	perClient := cc.ThresholdType != 1
 	if perClient {
 		rule.Count = clusterCount(r, "count", d.Count, clients)
@@ -89,7 +90,7 @@ func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelPar
 		}
 	}
 	var ignored []string
-	if given.has("durationInSec") && d.DurationInSec != 1 {
+	if given.Has("durationInSec") && d.DurationInSec != 1 {
 		ignored = append(ignored, "durationInSec")
 	}
 	if d.BurstCount != 0 {
@@ -119,7 +120,7 @@ func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelPar
 	if cc.FallbackToLocalWhenFail {
 		want = "local"
 	}
-	if have := p.opts.ClusterFallback; have != "" && have != want {
+	if have := p.f.Opts.ClusterFallback; have != "" && have != want {
 		out.notes = append(out.notes, fmt.Sprintf("clusterConfig.fallbackToLocalWhenFail asks for store.redis.fallback: %s while the store fails, but it is %s (it applies to every cluster rule)", want, have))
 	}
 	return out
@@ -127,10 +128,10 @@ func (p *parser) sentinelCluster(r *ruleErrs, rule *hotparam.Rule, d sentinelPar
 
 // clusterCount is floor(count × clients), the whole number of hits a second that Sentinel's
 // token server admits against a threshold of count × clients.
-func clusterCount(r *ruleErrs, field string, count float64, clients int64) int64 {
+func clusterCount(r *decode.Problems, field string, count float64, clients int64) int64 {
 	f := math.Floor(count * float64(clients))
 	if f >= 1<<62 {
-		r.add(field, "times store.redis.replicas (%d) is too large: %s", clients, formatNumber(count))
+		r.Add(field, "times store.redis.replicas (%d) is too large: %s", clients, decode.FormatNumber(count))
 		return 0
 	}
 	return int64(f)

@@ -1,4 +1,8 @@
-package rulestore
+// Package sentinel reads rules in Sentinel's formats, with Sentinel's meaning: a list of rules
+// of any shape (Sentinel's param-flow and authority rules, sentinel-golang's hotspot rules,
+// Sentinel's gateway rules and API definitions, dashboard entities unwrapped), or Sentinel's
+// object with the lists paramFlowRules and authorityRules.
+package sentinel
 
 import (
 	"encoding/json"
@@ -10,7 +14,60 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
+
+// The top-level keys of Sentinel's object form.
+const (
+	paramKey     = "paramFlowRules"
+	authorityKey = "authorityRules"
+)
+
+// Register registers the document types of Sentinel's formats, and the keys of its object
+// form, with reg.
+func Register(reg *decode.Registry) {
+	reg.Register([]string{paramKey, authorityKey},
+		sentinelFile{}, sentinelParamDoc{}, sentinelItemDoc{}, sentinelClusterDoc{}, sentinelAuthorityDoc{},
+		goHotspotDoc{}, goSpecificValue{}, gatewayDoc{}, gatewayItemDoc{}, apiDoc{}, apiPredicateDoc{})
+}
+
+// IsObject reports whether a top-level object, split into ms, uses Sentinel's list names.
+func IsObject(ms []decode.Member) bool {
+	for _, m := range ms {
+		if m.Name == paramKey || m.Name == authorityKey {
+			return true
+		}
+	}
+	return false
+}
+
+// List reads js, a top-level list of Sentinel rules of any shape (see classify), into f.
+func List(f *decode.File, js []byte) {
+	f.Loc.SectionKey = func(string) string { return "" }
+	p := parser{f: f}
+	p.sentinelList(js)
+}
+
+// Object reads Sentinel's object form, whose top level f has split into ms, into f.
+func Object(f *decode.File, ms []decode.Member) {
+	f.Loc.SectionKey = func(section string) string {
+		if section == decode.SectionAuthority {
+			return authorityKey
+		}
+		return paramKey
+	}
+	p := parser{f: f}
+	p.sentinelObject(ms)
+}
+
+// parser reads one file of Sentinel's formats into f.
+type parser struct {
+	f            *decode.File
+	sawMeta      bool                // Sentinel dashboard metadata was set aside
+	sentinelAuth map[string]int      // resources of the Sentinel authority rules kept: the rule's index
+	apis         map[string][]string // ApiDefinitions by name: their paths, for messages
+}
 
 // sentinelFile is the object form of Sentinel's rules.
 type sentinelFile struct {
@@ -37,9 +94,9 @@ type sentinelParamDoc struct {
 
 // sentinelItemDoc is one entry of paramFlowItemList.
 type sentinelItemDoc struct {
-	Object    scalar `json:"object"`
-	ClassType string `json:"classType"`
-	Count     int64  `json:"count"`
+	Object    decode.Scalar `json:"object"`
+	ClassType string        `json:"classType"`
+	Count     int64         `json:"count"`
 }
 
 // sentinelAuthorityDoc is one of Sentinel's authority rules.
@@ -52,22 +109,22 @@ type sentinelAuthorityDoc struct {
 
 // sentinelList reads a top-level list of Sentinel rules of any shape (see classify).
 func (p *parser) sentinelList(js []byte) {
-	elems, err := scanElements(js)
+	elems, err := decode.Elements(js)
 	if err != nil {
-		top := ruleErrs{file: p.file, index: -1}
-		top.add("", "cannot parse: %v", err)
-		top.done(&p.errs, "")
+		top := decode.Problems{File: p.f.Name, Index: -1}
+		top.Add("", "cannot parse: %v", err)
+		top.Done(&p.f.Errs, "")
 		return
 	}
 	p.apiDefinitions(elems)
-	p.rules.ParamFlow = slices.Grow(p.rules.ParamFlow, len(elems))
-	p.paramPos = slices.Grow(p.paramPos, len(elems))
+	p.f.ParamFlow = slices.Grow(p.f.ParamFlow, len(elems))
+	p.f.ParamPos = slices.Grow(p.f.ParamPos, len(elems))
 	for i, e := range elems {
-		ms, err := members(e)
+		ms, err := p.f.Members(e)
 		if err != nil {
-			r := p.rule(sectionParamFlow, i)
-			r.add("", "must be a mapping of fields, got %s", jsonKind(e))
-			r.done(&p.errs, "")
+			r := p.f.Rule(decode.SectionParamFlow, i)
+			r.Add("", "must be a mapping of fields, got %s", decode.Kind(e))
+			r.Done(&p.f.Errs, "")
 			continue
 		}
 		p.sentinelRule(i, ms, "")
@@ -97,10 +154,10 @@ const (
 //
 // A gateway rule that gives only resource and count (no paramItem) reads as a param-flow rule
 // without paramIdx: give it resourceMode (0 for a route) to tell it apart.
-func classify(ms []member) string {
+func classify(ms []decode.Member) string {
 	score := map[string]int{}
 	for _, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "strategy":
 			return shapeAuthority
 		case "apiName", "predicateItems":
@@ -127,7 +184,7 @@ func classify(ms []member) string {
 
 // sentinelRule reads list element i of any shape; want, when not "", is the shape its list
 // holds (a key of the object form).
-func (p *parser) sentinelRule(i int, ms []member, want string) {
+func (p *parser) sentinelRule(i int, ms []decode.Member, want string) {
 	ms = p.unwrapEntity(i, ms)
 	if ms == nil {
 		return
@@ -151,21 +208,21 @@ func (p *parser) sentinelRule(i int, ms []member, want string) {
 }
 
 // sentinelObject reads {"paramFlowRules": [...], "authorityRules": [...]}.
-func (p *parser) sentinelObject(ms []member) {
+func (p *parser) sentinelObject(ms []decode.Member) {
 	var f sentinelFile
-	top := ruleErrs{file: p.file, index: -1}
-	decodeMembers(ms, &f, "", top.add)
-	top.done(&p.errs, "")
-	if elems, ok := p.list(sentinelAuthorityKey, f.AuthorityRules); ok {
+	top := decode.Problems{File: p.f.Name, Index: -1}
+	p.f.Decode(ms, &f, "", top.Add)
+	top.Done(&p.f.Errs, "")
+	if elems, ok := p.f.List(authorityKey, f.AuthorityRules); ok {
 		for i, e := range elems {
-			if ms := p.object(sectionAuthority, i, e); ms != nil {
+			if ms := p.object(decode.SectionAuthority, i, e); ms != nil {
 				p.sentinelRule(i, ms, shapeAuthority)
 			}
 		}
 	}
-	if elems, ok := p.list(sentinelParamKey, f.ParamFlowRules); ok {
+	if elems, ok := p.f.List(paramKey, f.ParamFlowRules); ok {
 		for i, e := range elems {
-			if ms := p.object(sectionParamFlow, i, e); ms != nil {
+			if ms := p.object(decode.SectionParamFlow, i, e); ms != nil {
 				p.sentinelRule(i, ms, shapeParam)
 			}
 		}
@@ -174,20 +231,20 @@ func (p *parser) sentinelObject(ms []member) {
 }
 
 // object splits a rule that must be an object; it reports the problem and returns nil if not.
-func (p *parser) object(section string, i int, raw json.RawMessage) []member {
-	ms, err := members(raw)
+func (p *parser) object(section string, i int, raw json.RawMessage) []decode.Member {
+	ms, err := p.f.Members(raw)
 	if err != nil {
-		r := p.rule(section, i)
-		r.add("", "must be a mapping of fields, got %s", jsonKind(raw))
-		r.done(&p.errs, "")
+		r := p.f.Rule(section, i)
+		r.Add("", "must be a mapping of fields, got %s", decode.Kind(raw))
+		r.Done(&p.f.Errs, "")
 		return nil
 	}
 	return ms
 }
 
-func hasMember(ms []member, name string) bool {
+func hasMember(ms []decode.Member, name string) bool {
 	for _, m := range ms {
-		if m.name == name {
+		if m.Name == name {
 			return true
 		}
 	}
@@ -199,41 +256,41 @@ func hasMember(ms []member, name string) bool {
 // trimming, no address matching); empty entries match nothing and are dropped. A limitApp that
 // is blank is refused (Sentinel skips such a rule). A second rule on a resource is ignored with
 // a warning, as Sentinel keeps the first (see literalNotes for the other warnings).
-func (p *parser) sentinelAuthority(i int, ms []member) {
+func (p *parser) sentinelAuthority(i int, ms []decode.Member) {
 	if ms == nil {
 		return
 	}
-	r := p.rule(sectionAuthority, i)
+	r := p.f.Rule(decode.SectionAuthority, i)
 	var d sentinelAuthorityDoc
-	given := decodeMembers(ms, &d, "", r.add)
+	given := p.f.Decode(ms, &d, "", r.Add)
 	rule := authority.Rule{Resource: d.Resource, Literal: true}
-	requireResource(r, d.Resource)
+	decode.RequireResource(r, d.Resource)
 	if d.Regex {
-		r.add("regex", "resource patterns are not supported; name each resource")
+		r.Add("regex", "resource patterns are not supported; name each resource")
 	}
 	switch {
-	case fieldFailed(r, "strategy"):
-	case !given.has("strategy"):
-		r.add("strategy", "required: 0 (white list) or 1 (black list)")
+	case r.Failed("strategy"):
+	case !given.Has("strategy"):
+		r.Add("strategy", "required: 0 (white list) or 1 (black list)")
 	case d.Strategy == 0:
 		rule.Strategy = authority.White
 	case d.Strategy == 1:
 		rule.Strategy = authority.Black
 	default:
-		r.add("strategy", "unknown strategy %d (0 = white, 1 = black)", d.Strategy)
+		r.Add("strategy", "unknown strategy %d (0 = white, 1 = black)", d.Strategy)
 	}
-	if strings.TrimSpace(d.LimitApp) == "" && !fieldFailed(r, "limitApp") {
-		r.add("limitApp", "must list at least one origin (comma-separated); Sentinel skips a rule whose limitApp is blank")
+	if strings.TrimSpace(d.LimitApp) == "" && !r.Failed("limitApp") {
+		r.Add("limitApp", "must list at least one origin (comma-separated); Sentinel skips a rule whose limitApp is blank")
 	}
 	for o := range strings.SplitSeq(d.LimitApp, ",") {
 		if o != "" {
 			rule.Origins = append(rule.Origins, o)
 		}
 	}
-	if len(r.errs) == 0 {
+	if len(r.Errs) == 0 {
 		if first, dup := p.sentinelAuth[d.Resource]; dup {
-			p.warn(sectionAuthority, i, d.Resource, fmt.Sprintf("a second authority rule on this resource is ignored, as Sentinel ignores it: %s[%d] is the one in force (join the lists into one rule if both were meant)", sectionAuthority, p.number(sectionAuthority, first)))
-			r.done(&p.errs, d.Resource)
+			p.f.Warn(decode.SectionAuthority, i, d.Resource, fmt.Sprintf("a second authority rule on this resource is ignored, as Sentinel ignores it: %s[%d] is the one in force (join the lists into one rule if both were meant)", decode.SectionAuthority, p.f.Number(decode.SectionAuthority, first)))
+			r.Done(&p.f.Errs, d.Resource)
 			return
 		}
 		if p.sentinelAuth == nil {
@@ -242,7 +299,7 @@ func (p *parser) sentinelAuthority(i int, ms []member) {
 		p.sentinelAuth[d.Resource] = i
 		p.literalNotes(i, d.Resource, d.LimitApp, rule.Origins)
 	}
-	p.addAuthority(r, rule)
+	p.f.AddAuthority(r, rule)
 }
 
 // literalNotes warns about the entries of an imported limitApp that Sentinel's literal
@@ -260,40 +317,40 @@ func (p *parser) literalNotes(i int, resource, limitApp string, origins []string
 		}
 	}
 	if len(origins) == 0 {
-		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp %q names no origin: as in Sentinel, the rule matches no caller", limitApp))
+		p.f.Warn(decode.SectionAuthority, i, resource, fmt.Sprintf("limitApp %q names no origin: as in Sentinel, the rule matches no caller", limitApp))
 	}
 	if len(spaced) > 0 {
-		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)", strings.Join(spaced, ", ")))
+		p.f.Warn(decode.SectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s have spaces around them: as in Sentinel, they match only an origin with the same spaces (write the list without spaces after the commas)", strings.Join(spaced, ", ")))
 	}
 	if len(ranges) > 0 {
-		p.warn(sectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])", strings.Join(ranges, ", ")))
+		p.f.Warn(decode.SectionAuthority, i, resource, fmt.Sprintf("limitApp entries %s are compared as text, as in Sentinel: a range matches only an origin written the same, not the addresses in it (a native rule matches addresses: origins: [...])", strings.Join(ranges, ", ")))
 	}
 }
 
 // sentinelParam decodes and checks one Sentinel param-flow rule.
-func (p *parser) sentinelParam(i int, ms []member) {
+func (p *parser) sentinelParam(i int, ms []decode.Member) {
 	if ms == nil {
 		return
 	}
-	r := p.rule(sectionParamFlow, i)
+	r := p.f.Rule(decode.SectionParamFlow, i)
 	var d sentinelParamDoc
-	given := decodeMembers(ms, &d, "", r.add)
+	given := p.f.Decode(ms, &d, "", r.Add)
 	rule := hotparam.Rule{
 		Resource: d.Resource,
 		Burst:    d.BurstCount,
 		Duration: time.Second,
 	}
-	requireResource(r, d.Resource)
+	decode.RequireResource(r, d.Resource)
 	if d.Regex {
-		r.add("regex", "resource patterns are not supported; name each resource")
+		r.Add("regex", "resource patterns are not supported; name each resource")
 	}
 	if app := strings.TrimSpace(d.LimitApp); app != "" && app != "default" {
-		r.add("limitApp", "only \"default\" is supported: a param-flow rule applies to every origin, got %q", d.LimitApp)
+		r.Add("limitApp", "only \"default\" is supported: a param-flow rule applies to every origin, got %q", d.LimitApp)
 	}
 	switch {
-	case fieldFailed(r, "paramIdx"):
-	case !given.has("paramIdx"):
-		r.add("paramIdx", "required")
+	case r.Failed("paramIdx"):
+	case !given.Has("paramIdx"):
+		r.Add("paramIdx", "required")
 	default:
 		rule.Param = p.paramName(r, d.ParamIdx)
 	}
@@ -304,7 +361,7 @@ func (p *parser) sentinelParam(i int, ms []member) {
 	case d.ControlBehavior == 2:
 		rule.Behavior = hotparam.Throttle
 	case d.ControlBehavior < 0:
-		r.add("controlBehavior", "must not be negative, got %d (Sentinel skips such a rule)", d.ControlBehavior)
+		r.Add("controlBehavior", "must not be negative, got %d (Sentinel skips such a rule)", d.ControlBehavior)
 	default:
 		// Sentinel's param checker runs every behaviour but the rate limiter (2) as the
 		// default: warm-up (1, 3) is not applied to param-flow rules.
@@ -313,17 +370,17 @@ func (p *parser) sentinelParam(i int, ms []member) {
 			ignored = append(ignored, fmt.Sprintf("controlBehavior %d (run as 0, reject)", d.ControlBehavior))
 		}
 	}
-	if given.has("durationInSec") {
+	if given.Has("durationInSec") {
 		if d.DurationInSec < 1 {
-			r.add("durationInSec", "must be at least 1, got %d", d.DurationInSec)
+			r.Add("durationInSec", "must be at least 1, got %d", d.DurationInSec)
 		} else if d.DurationInSec > int64(1<<63-1)/int64(time.Second) {
-			r.add("durationInSec", "must be at most %d, got %d", int64(1<<63-1)/int64(time.Second), d.DurationInSec)
+			r.Add("durationInSec", "must be at most %d, got %d", int64(1<<63-1)/int64(time.Second), d.DurationInSec)
 		} else {
 			rule.Duration = time.Duration(d.DurationInSec) * time.Second
 		}
 	}
 	if d.MaxQueueingTimeMs > int64(1<<63-1)/int64(time.Millisecond) {
-		r.add("maxQueueingTimeMs", "too large: %d", d.MaxQueueingTimeMs)
+		r.Add("maxQueueingTimeMs", "too large: %d", d.MaxQueueingTimeMs)
 	} else {
 		rule.MaxQueueingTime = time.Duration(d.MaxQueueingTimeMs) * time.Millisecond
 	}
@@ -339,67 +396,67 @@ func (p *parser) sentinelParam(i int, ms []member) {
 		}
 		rule.Burst = 0
 	}
-	var num *Number
+	var num *match.Number
 	rule.Items, num = p.sentinelItems(r, d.Resource, d.ParamFlowItemList)
 	if num != nil {
 		rule.Match = num
 	}
 	cluster := p.sentinelCluster(r, &rule, d, given)
-	if len(ignored) > 0 && len(r.errs) == 0 && !rule.Cluster {
-		p.warn(sectionParamFlow, i, d.Resource, fmt.Sprintf("%s: ignored in this rule's mode, as Sentinel's param checker ignores it", strings.Join(ignored, ", ")))
+	if len(ignored) > 0 && len(r.Errs) == 0 && !rule.Cluster {
+		p.f.Warn(decode.SectionParamFlow, i, d.Resource, fmt.Sprintf("%s: ignored in this rule's mode, as Sentinel's param checker ignores it", strings.Join(ignored, ", ")))
 	}
-	p.checkParamFlow(r, &rule, ruleFields{
-		grade: "grade", behavior: "controlBehavior", count: "count", burst: "burstCount",
-		maxQueueing: "maxQueueingTimeMs", cluster: "clusterMode",
+	p.f.CheckParamFlow(r, &rule, decode.RuleFields{
+		Grade: "grade", Behavior: "controlBehavior", Count: "count", Burst: "burstCount",
+		MaxQueueing: "maxQueueingTimeMs", Cluster: "clusterMode",
 	})
-	if len(r.errs) == 0 {
+	if len(r.Errs) == 0 {
 		for _, w := range cluster.notes {
-			p.warn(sectionParamFlow, i, rule.Resource, w)
+			p.f.Warn(decode.SectionParamFlow, i, rule.Resource, w)
 		}
 		if cluster.skip {
-			r.done(&p.errs, rule.Resource)
+			r.Done(&p.f.Errs, rule.Resource)
 			return
 		}
 	}
-	p.addParamFlow(r, i, rule)
+	p.f.AddParamFlow(r, i, rule)
 }
 
 // paramName resolves Sentinel's paramIdx through ParseOptions.ParamNames; a negative index counts
 // from the end, as in Sentinel.
-func (p *parser) paramName(r *ruleErrs, idx int) string {
-	names := p.opts.ParamNames
+func (p *parser) paramName(r *decode.Problems, idx int) string {
+	names := p.f.Opts.ParamNames
 	i := idx
 	if i < 0 {
 		i += len(names)
 	}
 	if i < 0 || i >= len(names) {
 		if len(names) == 0 {
-			r.add("paramIdx", "index %d is out of range: no param names are configured to resolve it", idx)
+			r.Add("paramIdx", "index %d is out of range: no param names are configured to resolve it", idx)
 		} else {
-			r.add("paramIdx", "index %d is out of range: %d param names are configured (%s)", idx, len(names), strings.Join(names, ", "))
+			r.Add("paramIdx", "index %d is out of range: %d param names are configured (%s)", idx, len(names), strings.Join(names, ", "))
 		}
 		return ""
 	}
 	if names[i] == "" {
-		r.add("paramIdx", "index %d names an empty param", idx)
+		r.Add("paramIdx", "index %d names an empty param", idx)
 	}
 	return names[i]
 }
 
 // sentinelCount is a Sentinel rule's count as its checker uses it: (long) count, a fraction cut
 // off. Negative counts are refused (Sentinel skips such a rule).
-func sentinelCount(r *ruleErrs, given fieldSet, f float64) int64 {
+func sentinelCount(r *decode.Problems, given decode.Fields, f float64) int64 {
 	switch {
-	case fieldFailed(r, "count"):
+	case r.Failed("count"):
 		return 0
-	case !given.has("count"):
-		r.add("count", "required")
+	case !given.Has("count"):
+		r.Add("count", "required")
 		return 0
 	case f < 0:
-		r.add("count", "must not be negative, got %s (Sentinel skips such a rule)", formatNumber(f))
+		r.Add("count", "must not be negative, got %s (Sentinel skips such a rule)", decode.FormatNumber(f))
 		return 0
 	case f > 1<<62:
-		r.add("count", "too large: %s (at most 2^62)", formatNumber(f))
+		r.Add("count", "too large: %s (at most 2^62)", decode.FormatNumber(f))
 		return 0
 	}
 	return int64(f)
@@ -407,13 +464,13 @@ func sentinelCount(r *ruleErrs, given fieldSet, f float64) int64 {
 
 // sentinelGrade is the grade of a Sentinel rule: 1 (QPS, also when not given) or 0 (thread
 // count, the service's concurrency); any other is reported.
-func sentinelGrade(r *ruleErrs, given fieldSet, grade int) hotparam.Grade {
+func sentinelGrade(r *decode.Problems, given decode.Fields, grade int) hotparam.Grade {
 	switch {
-	case !given.has("grade") || grade == 1:
+	case !given.Has("grade") || grade == 1:
 		return hotparam.QPS
 	case grade == 0:
 		return hotparam.Concurrency
 	}
-	r.add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", grade)
+	r.Add("grade", "unknown grade %d (1 = QPS, 0 = thread count)", grade)
 	return hotparam.QPS
 }

@@ -1,4 +1,10 @@
-package rulestore
+// Package decode is the decoding layer the rules formats share: strict decoding of JSON (and
+// of YAML, converted to JSON) into the document types each format registers (Registry), the
+// field-addressed validation errors with did-you-mean (ValidationError, Problems), where a rule
+// or field is in its file (Locator), and the checks every format makes of the rules it reads
+// (File). It knows no format: each one registers its document types and reads its files
+// through a File.
+package decode
 
 import (
 	"bytes"
@@ -8,78 +14,69 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/closest"
 )
 
-// member is one key of a JSON object and its raw value, in file order.
-type member struct {
-	name  string
-	value json.RawMessage
+// Member is one key of a JSON object and its raw value, in file order.
+type Member struct {
+	Name  string
+	Value json.RawMessage
 }
 
 var errNotObject = errors.New("not an object")
 
-// members splits a JSON object into its keys and values, keeping their order and duplicates.
-// raw must be valid JSON (see scanMembers).
-func members(raw json.RawMessage) ([]member, error) { return scanMembers(raw) }
-
-// isNull reports whether raw is the JSON null (an empty YAML value) or absent.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether raw is the JSON null (an empty YAML value) or absent.
+func IsNull(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// decodeStrict decodes the object raw into the struct *dst field by field, by exact json tag.
+// Strict decodes the object raw into the struct *dst field by field, by exact json tag.
 // Every unknown, duplicate or mistyped field is reported through add with prefix before its
-// name; a null value counts as absent. It returns the fields that were given, or an empty set (ok() false) when raw
-// is not an object at all (reported too).
-func decodeStrict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
-	buf := memberPool.Get().(*[]member)
-	defer memberPool.Put(buf)
-	ms, err := scanMembersInto((*buf)[:0], raw)
+// name; a null value counts as absent. It returns the fields that were given, or an empty set
+// (OK() false) when raw is not an object at all (reported too).
+func (g *Registry) Strict(raw json.RawMessage, dst any, prefix string, add func(field, format string, args ...any)) Fields {
+	buf := g.memberList()
+	defer g.putMemberList(buf)
+	ms, err := g.scanMembersInto((*buf)[:0], raw)
 	*buf = ms[:0]
 	if err != nil {
-		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", jsonKind(raw))
-		return fieldSet{}
+		add(strings.TrimSuffix(prefix, "."), "must be a mapping of fields, got %s", Kind(raw))
+		return Fields{}
 	}
-	return decodeMembers(ms, dst, prefix, add)
+	return g.Decode(ms, dst, prefix, add)
 }
 
-// memberPool holds the member lists decodeStrict splits rules into: a rule's members are not
-// kept past its decoding, so one list serves every rule of a file.
-var memberPool = sync.Pool{New: func() any { return new([]member) }}
-
-// decodeMembers is decodeStrict for an object already split into members.
-func decodeMembers(ms []member, dst any, prefix string, add func(field, format string, args ...any)) fieldSet {
+// Decode is Strict for an object already split into members.
+func (g *Registry) Decode(ms []Member, dst any, prefix string, add func(field, format string, args ...any)) Fields {
 	v := reflect.ValueOf(dst).Elem()
-	fi := fieldsOf(v.Type())
-	given := fieldSet{fi: fi}
+	fi := g.fieldsOf(v.Type())
+	given := Fields{fi: fi}
 	for k, m := range ms {
 		dup := false
 		for _, prev := range ms[:k] {
-			if prev.name == m.name {
+			if prev.Name == m.Name {
 				dup = true
 				break
 			}
 		}
 		if dup {
-			add(prefix+m.name, "duplicate field")
+			add(prefix+m.Name, "duplicate field")
 			continue
 		}
-		i, ok := fi.index[m.name]
+		i, ok := fi.index[m.Name]
 		if !ok {
-			add(prefix+m.name, "unknown field%s", suggest(m.name, fi.names))
+			add(prefix+m.Name, "unknown field%s", Suggest(m.Name, fi.names))
 			continue
 		}
-		if isNull(m.value) {
+		if IsNull(m.Value) {
 			continue
 		}
-		if !setField(v.Field(i), m.value) {
-			if err := json.Unmarshal(m.value, v.Field(i).Addr().Interface()); err != nil {
-				add(prefix+m.name, "%s", typeReason(err, v.Type().Field(i).Type, m.value))
+		if !setField(v.Field(i), m.Value) {
+			if err := json.Unmarshal(m.Value, v.Field(i).Addr().Interface()); err != nil {
+				add(prefix+m.Name, "%s", typeReason(err, v.Type().Field(i).Type, m.Value))
 				continue
 			}
 		}
@@ -88,17 +85,17 @@ func decodeMembers(ms []member, dst any, prefix string, add func(field, format s
 	return given
 }
 
-// fieldSet is the fields of a struct that a decoding was given (a null counts as absent).
-type fieldSet struct {
+// Fields is the fields of a struct that a decoding was given (a null counts as absent).
+type Fields struct {
 	bits uint64
 	fi   *fieldInfo // nil when the value was not an object
 }
 
-// ok reports whether the value decoded was an object.
-func (f fieldSet) ok() bool { return f.fi != nil }
+// OK reports whether the value decoded was an object.
+func (f Fields) OK() bool { return f.fi != nil }
 
-// has reports whether field name was given.
-func (f fieldSet) has(name string) bool {
+// Has reports whether field name was given.
+func (f Fields) Has(name string) bool {
 	if f.fi == nil {
 		return false
 	}
@@ -112,14 +109,10 @@ type fieldInfo struct {
 	names []string
 }
 
-var fieldCache sync.Map // reflect.Type -> *fieldInfo
-
-func fieldsOf(t reflect.Type) *fieldInfo {
-	if fi, ok := fieldCache.Load(t); ok {
-		return fi.(*fieldInfo)
-	}
+// fieldsOfType reads the fields of the struct type t.
+func fieldsOfType(t reflect.Type) *fieldInfo {
 	if t.NumField() > 64 {
-		panic("rulestore: a document struct has more than 64 fields")
+		panic("decode: a document struct has more than 64 fields")
 	}
 	fi := &fieldInfo{index: make(map[string]int, t.NumField())}
 	for i := range t.NumField() {
@@ -127,14 +120,13 @@ func fieldsOf(t reflect.Type) *fieldInfo {
 		fi.index[name] = i
 		fi.names = append(fi.names, name)
 	}
-	fieldCache.Store(t, fi)
 	return fi
 }
 
 var (
 	rawType    = reflect.TypeFor[json.RawMessage]()
 	rawsType   = reflect.TypeFor[[]json.RawMessage]()
-	scalarType = reflect.TypeFor[scalar]()
+	scalarType = reflect.TypeFor[Scalar]()
 )
 
 // setField decodes the valid JSON value raw into f without encoding/json for the common kinds;
@@ -146,14 +138,14 @@ func setField(f reflect.Value, raw []byte) bool {
 		f.SetBytes(raw)
 		return true
 	case t == rawsType:
-		elems, err := scanElements(raw)
+		elems, err := Elements(raw)
 		if err != nil {
 			return false
 		}
 		f.Set(reflect.ValueOf(elems))
 		return true
 	case t == scalarType:
-		var sc scalar
+		var sc Scalar
 		if sc.UnmarshalJSON(raw) != nil {
 			return false
 		}
@@ -198,9 +190,9 @@ func setField(f reflect.Value, raw []byte) bool {
 	return false
 }
 
-// suggest returns ` (did you mean "x"?)` for the known name closest to name, if one is close,
+// Suggest returns ` (did you mean "x"?)` for the known name closest to name, if one is close,
 // else the known names.
-func suggest(name string, known []string) string {
+func Suggest(name string, known []string) string {
 	if k, ok := closest.Name(name, known); ok {
 		return fmt.Sprintf(" (did you mean %q?)", k)
 	}
@@ -229,12 +221,12 @@ func typeReason(err error, t reflect.Type, raw json.RawMessage) string {
 	case reflect.Slice:
 		want = "a list"
 	}
-	return fmt.Sprintf("must be %s, got %s", want, jsonKind(raw))
+	return fmt.Sprintf("must be %s, got %s", want, Kind(raw))
 }
 
-// jsonKind describes a JSON value for messages: "a list", "a mapping", or the value itself when
+// Kind describes a JSON value for messages: "a list", "a mapping", or the value itself when
 // it is short.
-func jsonKind(raw json.RawMessage) string {
+func Kind(raw json.RawMessage) string {
 	s := strings.TrimSpace(string(raw))
 	switch {
 	case s == "":
@@ -249,12 +241,12 @@ func jsonKind(raw json.RawMessage) string {
 	return s
 }
 
-// scalar is a string that may be written as a JSON number or boolean too; it is the text that
-// matters. In YAML files a bare scalar is refused (see parser.text): by the time it is seen, YAML
+// Scalar is a string that may be written as a JSON number or boolean too; it is the text that
+// matters. In YAML files a bare Scalar is refused (see File.Text): by the time it is seen, YAML
 // has turned it into a number, whose text may differ from what was written.
-type scalar struct {
-	text string
-	bare bool // written as a number or a boolean, not a string
+type Scalar struct {
+	Text string
+	Bare bool // written as a number or a boolean, not a string
 }
 
 type scalarError string
@@ -262,7 +254,7 @@ type scalarError string
 func (e scalarError) Error() string { return string(e) }
 
 // UnmarshalJSON accepts a string, a number or a boolean.
-func (s *scalar) UnmarshalJSON(b []byte) error {
+func (s *Scalar) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return scalarError("must be a string or a number")
@@ -273,17 +265,17 @@ func (s *scalar) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
-		*s = scalar{text: v}
+		*s = Scalar{Text: v}
 		return nil
 	case '[', '{':
-		return scalarError("must be a string or a number, got " + jsonKind(b))
+		return scalarError("must be a string or a number, got " + Kind(b))
 	}
-	*s = scalar{text: string(b), bare: true} // a number, true or false: its text
+	*s = Scalar{Text: string(b), Bare: true} // a number, true or false: its text
 	return nil
 }
 
-// duration parses a Go duration string given for field; given reports whether it was given.
-func duration(text string, given bool, field string, add func(field, format string, args ...any)) (time.Duration, bool) {
+// Duration parses a Go duration string given for field; given reports whether it was given.
+func Duration(text string, given bool, field string, add func(field, format string, args ...any)) (time.Duration, bool) {
 	if !given {
 		return 0, true
 	}
@@ -295,31 +287,31 @@ func duration(text string, given bool, field string, add func(field, format stri
 	return d, true
 }
 
-// wholeNumber converts a float read from Sentinel's JSON to an int64, if it is whole and in
+// WholeNumber converts a float read from Sentinel's JSON to an int64, if it is whole and in
 // range.
-func wholeNumber(f float64) (int64, bool) {
+func WholeNumber(f float64) (int64, bool) {
 	if f != f || f < -(1<<62) || f > 1<<62 || f != float64(int64(f)) {
 		return 0, false
 	}
 	return int64(f), true
 }
 
-// formatNumber writes f without an exponent or trailing zeros.
-// requiredWhole reads a required whole-number field of a Sentinel rule: 0, and its error on r,
+// RequiredWhole reads a required whole-number field of a Sentinel rule: 0, and its error on r,
 // when it is missing or not whole; 0 alone when it already failed to decode.
-func requiredWhole(r *ruleErrs, given fieldSet, field string, f float64) int64 {
+func RequiredWhole(r *Problems, given Fields, field string, f float64) int64 {
 	switch {
-	case fieldFailed(r, field):
+	case r.Failed(field):
 		return 0
-	case !given.has(field):
-		r.add(field, "required")
+	case !given.Has(field):
+		r.Add(field, "required")
 		return 0
 	}
-	n, ok := wholeNumber(f)
+	n, ok := WholeNumber(f)
 	if !ok {
-		r.add(field, "must be a whole number, got %s", formatNumber(f))
+		r.Add(field, "must be a whole number, got %s", FormatNumber(f))
 	}
 	return n
 }
 
-func formatNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+// FormatNumber writes f without an exponent or trailing zeros.
+func FormatNumber(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -1,4 +1,4 @@
-package rulestore
+package decode
 
 import (
 	"bytes"
@@ -39,9 +39,9 @@ func TestCheckDuplicates(t *testing.T) {
 		{many(25), "k3"},
 		{many(5), "k3"},
 	} {
-		err := checkDuplicates([]byte(tc.json))
+		err := CheckDuplicates([]byte(tc.json))
 		if tc.dup == "" && err != nil || tc.dup != "" && (err == nil || !strings.Contains(err.Error(), `"`+tc.dup+`"`)) {
-			t.Errorf("checkDuplicates(%.60s) = %v, want duplicate %q", tc.json, err, tc.dup)
+			t.Errorf("CheckDuplicates(%.60s) = %v, want duplicate %q", tc.json, err, tc.dup)
 		}
 	}
 }
@@ -52,7 +52,7 @@ func FuzzScan(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !json.Valid(data) || checkJSONDepth(data) != nil {
+		if !json.Valid(data) || CheckJSONDepth(data) != nil {
 			return
 		}
 		var obj []json.RawMessage
@@ -69,7 +69,7 @@ func FuzzScan(f *testing.F) {
 					t.Fatal(err)
 				}
 				obj = append(obj, v)
-				if k := len(obj) - 1; k >= len(ms) || ms[k].name != tok.(string) {
+				if k := len(obj) - 1; k >= len(ms) || ms[k].Name != tok.(string) {
 					t.Fatalf("member %d: scanned %+v, encoding/json says %q", k, ms, tok)
 				}
 			}
@@ -77,14 +77,14 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("%d members scanned, %d decoded", len(ms), len(obj))
 			}
 			for k := range ms {
-				if !bytes.Equal(bytes.TrimSpace(ms[k].value), bytes.TrimSpace(obj[k])) {
-					t.Fatalf("member %d value %q, want %q", k, ms[k].value, obj[k])
+				if !bytes.Equal(bytes.TrimSpace(ms[k].Value), bytes.TrimSpace(obj[k])) {
+					t.Fatalf("member %d value %q, want %q", k, ms[k].Value, obj[k])
 				}
 			}
 		} else if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
 			t.Fatalf("scanMembers refused an object: %v", err)
 		}
-		if elems, err := scanElements(data); err == nil {
+		if elems, err := Elements(data); err == nil {
 			if err := json.Unmarshal(data, &arr); err != nil {
 				t.Fatalf("scanElements accepted a non-list: %s", data)
 			}
@@ -99,7 +99,7 @@ func FuzzScan(f *testing.F) {
 		} else if bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
 			t.Fatalf("scanElements refused a list: %v", err)
 		}
-		err := checkDuplicates(data)
+		err := CheckDuplicates(data)
 		var m map[string]any
 		if err != nil && json.Unmarshal(data, &m) == nil && !strings.Contains(err.Error(), "twice") {
 			t.Fatalf("checkDuplicates: %v", err)
