@@ -113,3 +113,41 @@ func sourceNotes(p *decode.File) {
 		p.Warn("", -1, "", fmt.Sprintf("param %q needs a mapping source, which a rules file cannot add: add authz.params.%s: %s to the service config (and send it as the rate-limit descriptor key %q)", n, n, p.Sources[n], n))
 	}
 }
+
+// Uses answers descriptors.Uses from the rules in force (Current, the Store's), so that a
+// mapping source over a limit refuses only the requests whose rules read it. It scans the
+// rules, and is called only for a source over a limit. Without rules (Current returns nil)
+// every source counts as used.
+type Uses struct {
+	Current func() *Set
+}
+
+var _ descriptors.Uses = Uses{}
+
+// UsesOrigin reports whether an authority rule on resource is in force.
+func (u Uses) UsesOrigin(resource string) bool {
+	s := u.Current()
+	if s == nil {
+		return true
+	}
+	for _, r := range s.Rules.Authority {
+		if r.Resource == resource {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesParam reports whether a param-flow rule on resource that reads param is in force.
+func (u Uses) UsesParam(resource, param string) bool {
+	s := u.Current()
+	if s == nil {
+		return true
+	}
+	for _, r := range s.Rules.ParamFlow {
+		if r.Resource == resource && r.Param == param {
+			return true
+		}
+	}
+	return false
+}

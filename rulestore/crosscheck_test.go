@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/hotparam"
 )
 
 func TestConfigWarnings(t *testing.T) {
@@ -63,5 +65,23 @@ func TestLeaseOnRefundRules(t *testing.T) {
 	}
 	if _, err := Parse("r.yaml", []byte("param_flow: [{resource: a, param: p, count: 1, lease: 30s}]"), ParseOptions{}); err == nil {
 		t.Error("a lease on a qps rule without refund parsed")
+	}
+}
+
+func TestUses(t *testing.T) {
+	set := &Set{Rules: Rules{
+		Authority: []authority.Rule{{Resource: "GET:/a"}},
+		ParamFlow: []hotparam.Rule{{Resource: "GET:/b", Param: "user"}},
+	}}
+	u := Uses{Current: func() *Set { return set }}
+	if !u.UsesOrigin("GET:/a") || u.UsesOrigin("GET:/b") {
+		t.Error("UsesOrigin: want only the resource with an authority rule")
+	}
+	if !u.UsesParam("GET:/b", "user") || u.UsesParam("GET:/b", "tag") || u.UsesParam("GET:/a", "user") {
+		t.Error("UsesParam: want only the resource and param of a param-flow rule")
+	}
+	none := Uses{Current: func() *Set { return nil }}
+	if !none.UsesOrigin("x") || !none.UsesParam("x", "y") {
+		t.Error("without rules every source must count as used")
 	}
 }

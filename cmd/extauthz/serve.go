@@ -165,7 +165,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(observe.New(obs).Unary))
 	api := envoyapi.New(envoyapi.Options{
-		Mapper:   mapper.WithUses(ruleUses{current: store.Current}),
+		Mapper:   mapper.WithUses(rulestore.Uses{Current: store.Current}),
 		Rules:    store.Current,
 		Now:      time.Now,
 		Recorder: recorder{Metrics: s.metrics, log: log},
@@ -198,7 +198,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			Fleet:     s.fleet,
 			// /check's descriptors are mapped as the rate-limit API maps them.
 			Check:       debugCheck(store.Current, cfg.Decision),
-			Descriptors: debugDescriptors(mapper.WithUses(ruleUses{current: store.Current})),
+			Descriptors: debugDescriptors(mapper.WithUses(rulestore.Uses{Current: store.Current})),
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
