@@ -1,4 +1,4 @@
-package rulestore
+package file
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/rulestore"
 )
 
 // These tests run Run against a real directory and the real clock: they wait for the watcher
@@ -14,12 +16,14 @@ import (
 
 const waitFor = 5 * time.Second
 
-// runStore starts s.Run and returns a stop func that cancels it and checks that it returns.
-func runStore(t *testing.T, s *Store) (stop func()) {
+// runStore starts the Watcher of s and returns a stop func that cancels it and checks that
+// Run returns.
+func runStore(t *testing.T, s *testStore) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	w := New(s.Store, s.watch)
+	go func() { done <- w.Run(ctx) }()
 	stopped := false
 	stop = func() {
 		if stopped {
@@ -41,7 +45,7 @@ func runStore(t *testing.T, s *Store) (stop func()) {
 }
 
 // waitVersion polls Current until its version is want or the deadline passes.
-func waitVersion(t *testing.T, s *Store, want uint64) *Set {
+func waitVersion(t *testing.T, s *testStore, want uint64) *rulestore.Set {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
@@ -57,7 +61,7 @@ func waitVersion(t *testing.T, s *Store, want uint64) *Set {
 }
 
 // waitLastError polls LastError until it is set or the deadline passes.
-func waitLastError(t *testing.T, s *Store) *LoadError {
+func waitLastError(t *testing.T, s *testStore) *rulestore.LoadError {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
@@ -72,7 +76,7 @@ func waitLastError(t *testing.T, s *Store) *LoadError {
 }
 
 // firstCount is the count of the set's first param-flow rule, or -1 when it has none.
-func firstCount(set *Set) int64 {
+func firstCount(set *rulestore.Set) int64 {
 	if len(set.Rules.ParamFlow) == 0 {
 		return -1
 	}
@@ -93,7 +97,7 @@ func TestRunRenameWrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	writeFile(t, path, orderRules(1, 1))
-	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Debounce: 10 * time.Millisecond})
 	stop := runStore(t, s)
 
 	// An editor's save: write a temporary file, rename it over the rules file.
@@ -145,7 +149,7 @@ func TestRunConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "rules.yaml"), path); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := newTestStore(t, Options{File: path, Debounce: 10 * time.Millisecond})
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Debounce: 10 * time.Millisecond})
 	runStore(t, s)
 
 	// The update: a new timestamped directory, a new ..data_tmp symlink renamed over ..data,
@@ -181,7 +185,7 @@ func TestRunSymlinkToFileElsewhere(t *testing.T) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := newTestStore(t, Options{File: path, Debounce: 50 * time.Millisecond})
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Debounce: 50 * time.Millisecond})
 	runStore(t, s)
 	// Once a rename of the target is seen, Run is watching the target's directory.
 	renameWrite(t, target, orderRules(2, 1))
@@ -198,7 +202,7 @@ func TestRunSymlinkToFileElsewhere(t *testing.T) {
 func TestRunDebouncesBursts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, orderRules(1, 1))
-	s, ev := newTestStore(t, Options{File: path, Debounce: 300 * time.Millisecond})
+	s, ev := newTestStore(t, rulestore.Options{File: path}, Options{Debounce: 300 * time.Millisecond})
 	runStore(t, s)
 	renameWrite(t, path, orderRules(2, 1))
 	waitVersion(t, s, 2) // Run is watching
@@ -214,15 +218,15 @@ func TestRunDebouncesBursts(t *testing.T) {
 	}
 }
 func TestRunWithoutFile(t *testing.T) {
-	s, _ := newTestStore(t, Options{})
+	s, _ := newTestStore(t, rulestore.Options{}, Options{})
 	stop := runStore(t, s)
 	stop()
 }
 
 func TestRunMissingDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gone", "rules.yaml")
-	s, _ := newTestStore(t, Options{File: path, Optional: true})
-	if err := s.Run(context.Background()); err == nil {
+	s, _ := newTestStore(t, rulestore.Options{File: path, Optional: true}, Options{})
+	if err := New(s.Store, s.watch).Run(context.Background()); err == nil {
 		t.Error("Run with a missing directory = nil, want an error")
 	}
 }
@@ -230,7 +234,7 @@ func TestRunMissingDirectory(t *testing.T) {
 func TestRunWaitsOutATruncatedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, orderRules(1, 1))
-	s, _ := newTestStore(t, Options{File: path, Debounce: 400 * time.Millisecond})
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Debounce: 400 * time.Millisecond})
 	runStore(t, s)
 	renameWrite(t, path, orderRules(2, 1))
 	waitVersion(t, s, 2) // Run is watching
@@ -260,7 +264,7 @@ func TestRunPollsWhenEventsAreLost(t *testing.T) {
 	}
 	path := filepath.Join(dir, "rules.yaml")
 	writeFile(t, path, orderRules(1, 1))
-	s, _ := newTestStore(t, Options{File: path, Poll: 50 * time.Millisecond})
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Poll: 50 * time.Millisecond})
 	runStore(t, s)
 	renameWrite(t, path, orderRules(2, 1))
 	waitVersion(t, s, 2) // Run is watching

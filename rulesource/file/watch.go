@@ -1,4 +1,6 @@
-package rulestore
+// Package file is the rules file as a rules source: it watches the file a rulestore.Store reads
+// (rulestore.Options.File) and has the Store reload it when it changes.
+package file
 
 import (
 	"context"
@@ -9,7 +11,36 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/extauthz/extauthz/rulestore"
 )
+
+// Options tune a Watcher.
+type Options struct {
+	// Debounce is how long Run waits after the last change event of a burst before it
+	// reloads; 0 means DefaultDebounce.
+	Debounce time.Duration
+	// Poll is how often Run also looks at the file's size, modification time and identity, and
+	// watches its directory again, in case change events were missed (a directory deleted and
+	// made again, a file system without inotify); 0 means DefaultPoll.
+	Poll time.Duration
+}
+
+// Watcher keeps a Store loaded from its rules file. Run is called at most once at a time;
+// Reload may be called from any goroutine.
+type Watcher struct {
+	store *rulestore.Store
+	opts  Options
+}
+
+// New returns a Watcher of store's file. The Store has loaded the file once already (see
+// rulestore.New): the first load, whose failure is fatal at start, is the Store's.
+func New(store *rulestore.Store, opts Options) *Watcher {
+	return &Watcher{store: store, opts: opts}
+}
+
+// Reload reads the file again at once, as a change would (see rulestore.Store.Reload).
+func (s *Watcher) Reload() error { return s.store.Reload() }
 
 // Run watches the file and reloads it on change until ctx ends; it then closes the watcher and
 // returns nil. It returns an error only if the watch cannot be set up or the watcher stops on
@@ -33,12 +64,13 @@ import (
 // or identity changed (or it appeared or vanished) since the last look, and adds the directory
 // watch again: events can be lost (a directory deleted and made again drops its watch; some
 // network and overlay file systems send none).
-func (s *Store) Run(ctx context.Context) error {
-	if s.opts.File == "" {
+func (s *Watcher) Run(ctx context.Context) error {
+	file := s.store.File()
+	if file == "" {
 		<-ctx.Done()
 		return nil
 	}
-	path, err := filepath.Abs(s.opts.File)
+	path, err := filepath.Abs(file)
 	if err != nil {
 		return fmt.Errorf("cannot watch rules file: %w", err)
 	}
@@ -92,7 +124,7 @@ func (s *Store) Run(ctx context.Context) error {
 				timer.Reset(debounce)
 			}
 		case <-timer.C:
-			if !retried && s.truncated() {
+			if !retried && s.store.Truncated() {
 				retried = true
 				timer.Reset(debounce)
 				continue
@@ -129,17 +161,6 @@ func (a stamp) same(b stamp) bool {
 		return a.fi == nil && b.fi == nil
 	}
 	return os.SameFile(a.fi, b.fi) && a.fi.Size() == b.fi.Size() && a.fi.ModTime().Equal(b.fi.ModTime())
-}
-
-// truncated reports whether the file is empty while non-empty content from it is in force.
-func (s *Store) truncated() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.applied) == 0 {
-		return false
-	}
-	fi, err := os.Stat(s.opts.File)
-	return err == nil && fi.Size() == 0
 }
 
 // watchTarget tracks what Run watches: the file's directory, and the directory of the file the
