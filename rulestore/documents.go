@@ -8,7 +8,7 @@ import (
 	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
-// Document is rules content from a source other than the watched file: an etcd key, say. Its
+// Document is rules content from a source other than the Store's file: an etcd key, say. Its
 // Name is used in messages and tells its format as a file name does (*.json is JSON, anything
 // else YAML, which accepts JSON too).
 type Document struct {

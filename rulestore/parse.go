@@ -79,9 +79,9 @@ func (o ParseOptions) decodeOptions() decode.Options {
 
 // Parse decodes and validates data, read from file (used in messages and to tell the format by
 // extension when the content does not). It checks the whole file and returns every problem as
-// decode.Errors (each a *decode.ValidationError), or the rules with no error. A file that holds no
-// document (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty rule set is
-// written as {} or with empty lists.
+// decode.Errors (each a *decode.ValidationError), or the rules with no error. A file that holds
+// no document (0 bytes, blanks, only comments, or null) is an error (EmptyFileReason): an empty
+// rule set is written as {} or with empty lists.
 //
 // A file named *.json must be JSON; any other is read as YAML, which accepts JSON too. Decoding
 // is strict everywhere: an unknown or misspelt field, a field given twice, or a value of the
@@ -93,11 +93,11 @@ func (o ParseOptions) decodeOptions() decode.Options {
 //     the design's "Rules file". Durations are Go duration strings ("1s", "500ms").
 //   - A list is a list of Sentinel rules, as Sentinel's datasources store them: an element
 //     with a strategy field is an authority rule (resource, limitApp, strategy); the others
-//     are told apart by their fields (see classify): Sentinel's param-flow rules (resource,
-//     limitApp, grade, paramIdx, count, controlBehavior, durationInSec, burstCount,
+//     are told apart by their fields (see package sentinel): Sentinel's param-flow rules
+//     (resource, limitApp, grade, paramIdx, count, controlBehavior, durationInSec, burstCount,
 //     maxQueueingTimeMs, paramFlowItemList, clusterMode, clusterConfig), sentinel-golang's
-//     hotspot rules (goHotspot), and Sentinel's gateway rules and API definitions
-//     (gatewayRule). Dashboard entities are unwrapped (unwrapEntity).
+//     hotspot rules, and Sentinel's gateway rules and API definitions. Dashboard entities are
+//     unwrapped.
 //   - A mapping with the key paramFlowRules or authorityRules (each a list of Sentinel rules of
 //     that kind) is Sentinel's format too.
 //
@@ -111,10 +111,10 @@ func (o ParseOptions) decodeOptions() decode.Options {
 // be a value of its classType. clusterConfig is accepted and ignored (with a warning). Errors
 // in Sentinel rules are still reported under the sections "authority" and "param_flow", with
 // Index the rule's number among the rules of its kind (as the service numbers the rules in
-// force, see ruleNumbers), and Field the Sentinel field name.
+// force), and Field the Sentinel field name.
 //
 // Every problem, and every warning about a rule, says where it is: the line and column of the
-// field's key, or of the rule (see locator).
+// field's key, or of the rule (see decode.Locator).
 //
 // Defaults: duration 1s, grade qps, behavior reject; strategy and count are required. A field
 // that does not apply to a rule's grade or behaviour is an error when it is given a non-zero

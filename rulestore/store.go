@@ -92,7 +92,7 @@ func New(opts Options) (*Store, error) {
 	s := &Store{opts: opts}
 	s.opts.Parse.dialects = dialects() // registered once for every load
 	if opts.File != "" && !decode.IsJSONFile(opts.File) {
-		// the file's loads convert only the YAML list items that changed (see yamlItems)
+		// the file's loads convert only the YAML list items that changed (see decode.YAMLItems)
 		s.opts.Parse.yamlItems = new(decode.YAMLItems)
 	}
 	if s.opts.Now == nil {

@@ -47,7 +47,7 @@ func Rules(count int) []byte {
 }
 
 // broken is a rules document the Store refuses, naming the field.
-var broken = []byte("param_flow:\n  - {resource: \"GET:/items\", param: item_id, count: -1}\n")
+const broken = "param_flow:\n  - {resource: \"GET:/items\", param: item_id, count: -1}\n"
 
 // Run runs every case with an Env from newEnv.
 func Run(t *testing.T, newEnv func(t *testing.T) Env) {
@@ -64,7 +64,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	})
 	t.Run("broken first load", func(t *testing.T) {
 		env := newEnv(t)
-		env.Put(t, broken)
+		env.Put(t, []byte(broken))
 		if _, _, err := env.Start(t, rulestore.Options{}); err == nil || !strings.Contains(err.Error(), "count") {
 			t.Errorf("first load of a broken document = %v, want an error naming count", err)
 		}
@@ -83,7 +83,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		c := start(t, env)
 		c.run(t)
 		version := c.store.Current().Version
-		env.Put(t, broken)
+		env.Put(t, []byte(broken))
 		le := c.waitError(t, "must not be negative")
 		if !strings.Contains(le.Message, "count") {
 			t.Errorf("LastError = %q, want it to name the field count", le.Message)
