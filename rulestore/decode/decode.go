@@ -68,7 +68,7 @@ func (g *Registry) Decode(ms []Member, dst any, prefix string, add func(field, f
 		}
 		i, ok := fi.index[m.Name]
 		if !ok {
-			add(prefix+m.Name, "unknown field%s", Suggest(m.Name, fi.names))
+			add(prefix+m.Name, "unknown field%s", Suggest(m.Name, fi.names()))
 			continue
 		}
 		if IsNull(m.Value) {
@@ -105,22 +105,17 @@ func (f Fields) Has(name string) bool {
 
 // fieldInfo is a struct type's fields by json name.
 type fieldInfo struct {
+	t     reflect.Type
 	index map[string]int
-	names []string
 }
 
-// fieldsOfType reads the fields of the struct type t.
-func fieldsOfType(t reflect.Type) *fieldInfo {
-	if t.NumField() > 64 {
-		panic("decode: a document struct has more than 64 fields")
+// names are the fields' names in the order of the struct (for messages).
+func (fi *fieldInfo) names() []string {
+	names := make([]string, fi.t.NumField())
+	for i := range names {
+		names[i] = jsonName(fi.t.Field(i))
 	}
-	fi := &fieldInfo{index: make(map[string]int, t.NumField())}
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		fi.index[name] = i
-		fi.names = append(fi.names, name)
-	}
-	return fi
+	return names
 }
 
 var (

@@ -22,9 +22,9 @@ import (
 // A Locator is used by one parse at a time (it is not safe for concurrent use); the zero value
 // and nil locate nothing.
 type Locator struct {
-	data []byte          // the file's content, byte order mark removed
-	json bool            // data is JSON (else YAML)
-	keys map[string]bool // the top-level keys of a YAML file split by items (Registry)
+	data []byte   // the file's content, byte order mark removed
+	json bool     // data is JSON (else YAML)
+	keys []string // the top-level keys of a YAML file split by items (Registry)
 
 	// SectionKey, when set, returns the top-level key whose list holds the rules of section,
 	// or "" when the file's top level is itself the list.
@@ -47,7 +47,7 @@ type Locator struct {
 }
 
 // newLocator returns a Locator for data.
-func newLocator(data []byte, json bool, keys map[string]bool) *Locator {
+func newLocator(data []byte, json bool, keys []string) *Locator {
 	return &Locator{data: data, json: json, keys: keys}
 }
 

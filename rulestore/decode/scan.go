@@ -108,6 +108,9 @@ func (g *Registry) scanMembersInto(ms []Member, raw []byte) ([]Member, error) {
 		}
 		if !known {
 			name = jsonString(raw[i:end], esc)
+			if !esc {
+				g.keep(name)
+			}
 		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {

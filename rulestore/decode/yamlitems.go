@@ -60,7 +60,7 @@ type span struct{ from, to int32 }
 // splitYAML splits data into top-level sections and list items, or reports that it cannot.
 // items is where to append the items (its capacity is a guess of their number); keys are the
 // top-level keys a file split so may have (the Registry's).
-func splitYAML(data []byte, items []span, keys map[string]bool) ([]yamlSection, []span, bool) {
+func splitYAML(data []byte, items []span, keys []string) ([]yamlSection, []span, bool) {
 	if bytes.ContainsAny(data, "&*!\t\r\u0085\u2028\u2029") || len(data) > MaxFileSize {
 		return nil, nil, false // the last three are line breaks to YAML 1.1, not to the split
 	}
@@ -84,7 +84,7 @@ func splitYAML(data []byte, items []span, keys map[string]bool) ([]yamlSection, 
 			return nil, nil, false
 		case indent == 0 && !isDash(body):
 			key, rest, ok := bytes.Cut(line, []byte(":"))
-			if !ok || !keys[string(key)] || (len(rest) > 0 && rest[0] != ' ') {
+			if !ok || !isKey(keys, key) || (len(rest) > 0 && rest[0] != ' ') {
 				return nil, nil, false
 			}
 			for _, s := range secs {
@@ -140,13 +140,23 @@ func splitYAML(data []byte, items []span, keys map[string]bool) ([]yamlSection, 
 	return secs, items, true
 }
 
+// isKey reports whether key is one of keys, without allocating.
+func isKey(keys []string, key []byte) bool {
+	for _, k := range keys {
+		if string(key) == k {
+			return true
+		}
+	}
+	return false
+}
+
 // isDash reports whether a line's text (after its indentation) starts a list item.
 func isDash(body []byte) bool { return body[0] == '-' && (len(body) == 1 || body[1] == ' ') }
 
 // convert converts data (YAML) to JSON by items, reusing the items of the previous file, and
 // makes data the previous file. It reports false, changing nothing, when data is not split by
 // items or a part of it does not convert: the caller then converts it whole.
-func (c *YAMLItems) convert(data []byte, keys map[string]bool) ([]byte, bool) {
+func (c *YAMLItems) convert(data []byte, keys []string) ([]byte, bool) {
 	secs, items, ok := splitYAML(data, make([]span, 0, len(c.items)+len(c.items)/8+16), keys)
 	if !ok {
 		return nil, false

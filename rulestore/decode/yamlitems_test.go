@@ -12,7 +12,7 @@ import (
 
 // testKeys are the top-level keys of the native format and of Sentinel's object form, as
 // their dialects register them.
-var testKeys = map[string]bool{"authority": true, "param_flow": true, "paramFlowRules": true, "authorityRules": true}
+var testKeys = []string{"authority", "param_flow", "paramFlowRules", "authorityRules"}
 
 // checkItems converts each of docs in turn with one YAMLItems, and requires every conversion by
 // items to give exactly the JSON the whole file converts to, and none where the whole file
