@@ -53,9 +53,11 @@ func (e *etcdEnv) put(t *testing.T, key string, value []byte) {
 	}
 }
 
+// Put writes the keys from the last to the first, so that the first key, which holds the
+// rules, changes last: no state between two puts is a document the Store would take.
 func (e *etcdEnv) Put(t *testing.T, data []byte) {
 	t.Helper()
-	for i, k := range e.keys {
+	for i := len(e.keys) - 1; i >= 0; i-- {
 		part := []byte("{}")
 		switch {
 		case len(data) <= chunk && i == 0:
@@ -63,7 +65,7 @@ func (e *etcdEnv) Put(t *testing.T, data []byte) {
 		case len(data) > chunk:
 			part = data[min(i*chunk, len(data)):min((i+1)*chunk, len(data))]
 		}
-		e.put(t, k, part)
+		e.put(t, e.keys[i], part)
 	}
 }
 

@@ -17,10 +17,17 @@ type fileEnv struct {
 	last []byte // the content last put, for Up
 }
 
+// Put replaces the file by a rename, as editors, atomic writers and Kubernetes do: the watcher
+// never sees a file half written (a large one written in place could be read part way, and
+// that part loaded).
 func (e *fileEnv) Put(t *testing.T, data []byte) {
 	t.Helper()
 	e.last = data
-	if err := os.WriteFile(e.path, data, 0o644); err != nil {
+	tmp := e.path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, e.path); err != nil {
 		t.Fatal(err)
 	}
 }
