@@ -19,6 +19,10 @@ import (
 // MaxFileSize is the largest rules file Load and the Store read, in bytes.
 const MaxFileSize = decode.MaxFileSize
 
+// MaxDepth is the deepest nesting a rules file may have: a deeper one is refused before it is
+// decoded, by one linear pass.
+const MaxDepth = decode.MaxDepth
+
 // EmptyFileReason is the error of a file that holds no rules document: empty, blank, only
 // comments, or null. An intentionally empty rule set is written as {} or with empty lists.
 const EmptyFileReason = "the file is empty (no rules document); an intentionally empty rule set is written as {} or as empty lists (authority: [], param_flow: [])"
