@@ -12,6 +12,7 @@ import (
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/rulestore"
+	sentinelrules "github.com/extauthz/extauthz/rulestore/sentinel"
 )
 
 // Verdict is extauthz's answer to one request.
@@ -123,7 +124,7 @@ func Extauthz(c *Case) ([]Verdict, rulestore.Rules, error) {
 // gatewayParams are the params the service's mapping produces for a gateway request, named as
 // imported gateway rules name them.
 func gatewayParams(resource string, g *GatewayRequest) []hotparam.Param {
-	ps := []hotparam.Param{{Name: rulestore.GatewayRouteParam, Values: []string{resource}}}
+	ps := []hotparam.Param{{Name: sentinelrules.GatewayRouteParam, Values: []string{resource}}}
 	add := func(name, v string) { ps = append(ps, hotparam.Param{Name: name, Values: []string{v}}) }
 	if g.IP != "" {
 		add("client_ip", g.IP)

@@ -9,6 +9,7 @@ import (
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/rulestore"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
 
 // Kind is a kind of rules the dashboard reads and pushes.
@@ -129,7 +130,7 @@ func (f Format) paramRule(i int, r hotparam.Rule) (paramRuleJSON, error) {
 	class := javaString
 	switch m := r.Match.(type) {
 	case nil:
-	case *rulestore.Number:
+	case *match.Number:
 		class = m.Class()
 	default:
 		lacks = append(lacks, fmt.Sprintf("limits only the values that match %v", m))

@@ -220,8 +220,10 @@ func (w *Watcher) watch(ctx context.Context, from int64) {
 	defer cancel()
 	ended := make(chan watchEnd, len(w.cfg.Keys))
 	for _, k := range w.cfg.Keys {
-		ch := w.cli.Watch(wctx, k, clientv3.WithRev(from))
 		go func() {
+			// Watch blocks until its stream is set up: etcd down at this moment must not keep the
+			// checks below from running and recording the outage.
+			ch := w.cli.Watch(wctx, k, clientv3.WithRev(from))
 			end := watchEnd{err: errors.New("watch channel closed")}
 			for resp := range ch {
 				if err := resp.Err(); err != nil || resp.Canceled {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // compiled is a rule set ready to be put in force.
@@ -24,15 +25,15 @@ func compileRules(file string, rules Rules, pos positions, prev *Set, lim hotpar
 	list, err := authority.New(rules.Authority)
 	if err != nil {
 		var re *authority.RuleError
-		e := &ValidationError{File: file, Section: sectionAuthority, Index: -1, Reason: err.Error()}
+		e := &decode.ValidationError{File: file, Section: decode.SectionAuthority, Index: -1, Reason: err.Error()}
 		if errors.As(err, &re) && re.Rule >= 0 && re.Rule < len(rules.Authority) {
 			e.Index = re.Rule
 			e.Resource = rules.Authority[re.Rule].Resource
 			e.Field = re.Field
 			e.Reason = re.Err.Error()
-			e.Line, e.Column = pos.where(sectionAuthority, re.Rule, re.Field)
+			e.Line, e.Column = pos.where(decode.SectionAuthority, re.Rule, re.Field)
 		}
-		return compiled{}, Errors{e}
+		return compiled{}, decode.Errors{e}
 	}
 	var limiter *hotparam.Limiter
 	if prev != nil && prev.ParamFlow != nil {
@@ -51,25 +52,25 @@ func compileRules(file string, rules Rules, pos positions, prev *Set, lim hotpar
 // explains (the shared store cannot hold the set, say) is reported for the section as a whole.
 func paramFlowErrors(file string, rules []hotparam.Rule, pos positions, lim hotparam.Options, err error) error {
 	alone := hotparam.Options{Replicas: lim.Replicas}
-	var errs Errors
+	var errs decode.Errors
 	for i, r := range rules {
 		r.Capacity = 1 // the smallest store: only the rule's thresholds are checked
 		if _, e := hotparam.New([]hotparam.Rule{r}, alone); e != nil {
-			line, col := pos.where(sectionParamFlow, i, "")
-			errs = append(errs, &ValidationError{
-				File: file, Line: line, Column: col, Section: sectionParamFlow, Index: i, Resource: r.Resource,
+			line, col := pos.where(decode.SectionParamFlow, i, "")
+			errs = append(errs, &decode.ValidationError{
+				File: file, Line: line, Column: col, Section: decode.SectionParamFlow, Index: i, Resource: r.Resource,
 				Reason: engineReason(e),
 			})
 		}
 	}
 	if len(errs) == 0 {
-		errs = Errors{{File: file, Section: sectionParamFlow, Index: -1, Reason: "cannot compile: " + err.Error()}}
+		errs = decode.Errors{{File: file, Section: decode.SectionParamFlow, Index: -1, Reason: "cannot compile: " + err.Error()}}
 	}
 	return errs
 }
 
 // engineReason is the limiter's message without its "hotparam: rule N (resource, param): "
-// prefix, which the ValidationError says in the file's terms.
+// prefix, which the decode.ValidationError says in the file's terms.
 func engineReason(err error) string {
 	msg := err.Error()
 	if i := strings.Index(msg, "): "); strings.HasPrefix(msg, "hotparam: rule ") && i >= 0 {

@@ -3,6 +3,8 @@ package rulestore
 import (
 	"errors"
 	"testing"
+
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // TestParseRefusesWhatTheEngineRefuses: Parse compiles the rules as a load does, and addresses
@@ -23,9 +25,9 @@ func TestParseRefusesWhatTheEngineRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.file, []byte(tc.data), ParseOptions{ParamNames: []string{"p"}})
-			var ve *ValidationError
+			var ve *decode.ValidationError
 			if !errors.As(err, &ve) {
-				t.Fatalf("Parse = %v, want a ValidationError", err)
+				t.Fatalf("Parse = %v, want a decode.ValidationError", err)
 			}
 			if ve.Section != tc.section || ve.Index != tc.index || ve.Resource != "b" {
 				t.Errorf("error %q addressed to %s[%d] %q, want %s[%d] \"b\"", ve, ve.Section, ve.Index, ve.Resource, tc.section, tc.index)

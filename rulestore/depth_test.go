@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 func nestedJSON(depth int) string {
@@ -17,25 +19,25 @@ func TestCheckDepth(t *testing.T) {
 		name, file, data string
 		ok               bool
 	}{
-		{"json at the limit", "r.json", nestedJSON(MaxDepth), true},
-		{"json over the limit", "r.json", nestedJSON(MaxDepth + 1), false},
+		{"json at the limit", "r.json", nestedJSON(decode.MaxDepth), true},
+		{"json over the limit", "r.json", nestedJSON(decode.MaxDepth + 1), false},
 		{"json brackets in strings", "r.json", `{"a": "` + strings.Repeat("[{", 100) + `\"[["}`, true},
-		{"yaml flow at the limit", "r.yaml", strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), true},
-		{"yaml flow in a mapping at the limit", "r.yaml", "a: " + strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1), true},
-		{"yaml flow in a mapping over the limit", "r.yaml", "a: " + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), false},
-		{"yaml flow over the limit", "r.yaml", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), false},
-		{"yaml block over the limit", "r.yaml", blockYAML(MaxDepth + 1), false},
-		{"yaml block at the limit", "r.yaml", blockYAML(MaxDepth), true},
-		{"yaml dashes count", "r.yaml", strings.Repeat("- ", MaxDepth+1) + "x\n", false},
+		{"yaml flow at the limit", "r.yaml", strings.Repeat("[", decode.MaxDepth) + strings.Repeat("]", decode.MaxDepth), true},
+		{"yaml flow in a mapping at the limit", "r.yaml", "a: " + strings.Repeat("[", decode.MaxDepth-1) + strings.Repeat("]", decode.MaxDepth-1), true},
+		{"yaml flow in a mapping over the limit", "r.yaml", "a: " + strings.Repeat("[", decode.MaxDepth) + strings.Repeat("]", decode.MaxDepth), false},
+		{"yaml flow over the limit", "r.yaml", strings.Repeat("[", decode.MaxDepth+1) + strings.Repeat("]", decode.MaxDepth+1), false},
+		{"yaml block over the limit", "r.yaml", blockYAML(decode.MaxDepth + 1), false},
+		{"yaml block at the limit", "r.yaml", blockYAML(decode.MaxDepth), true},
+		{"yaml dashes count", "r.yaml", strings.Repeat("- ", decode.MaxDepth+1) + "x\n", false},
 		{"yaml quoted and commented brackets", "r.yaml", "a: '" + strings.Repeat("[", 40) + "' # " + strings.Repeat("{", 40) + "\nb: \"[[[\n" + strings.Repeat("[", 40) + "\"\n", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			if isJSONFile(tc.file) {
-				err = checkJSONDepth([]byte(tc.data))
+			if decode.IsJSONFile(tc.file) {
+				err = decode.CheckJSONDepth([]byte(tc.data))
 			} else {
-				err = checkYAMLDepth([]byte(tc.data))
+				err = decode.CheckYAMLDepth([]byte(tc.data))
 			}
 			if (err == nil) != tc.ok {
 				t.Errorf("depth check = %v, want ok %v", err, tc.ok)
@@ -69,7 +71,7 @@ func TestParseDeepFileIsLinear(t *testing.T) {
 				if i > 0 {
 					b.WriteString(",")
 				}
-				fmt.Fprintf(&b, `{"resource": "r", "param": "p", "count": 1, "x": %s}`, nestedJSON(MaxDepth-3))
+				fmt.Fprintf(&b, `{"resource": "r", "param": "p", "count": 1, "x": %s}`, nestedJSON(decode.MaxDepth-3))
 			}
 			b.WriteString("]}")
 			return b.Bytes()

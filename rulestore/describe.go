@@ -10,6 +10,7 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // Report checks the rules file at path as a load does and returns what `extauthz validate`
@@ -28,7 +29,7 @@ func Report(path string, opts ParseOptions) (lines []string, problems int) {
 	}
 	rules, pos, err := checkPos(path, data, opts)
 	if err != nil {
-		var verrs Errors
+		var verrs decode.Errors
 		if errors.As(err, &verrs) {
 			for _, ve := range verrs {
 				lines = append(lines, ve.Error())
@@ -41,10 +42,10 @@ func Report(path string, opts ParseOptions) (lines []string, problems int) {
 		lines = append(lines, "warning: "+w)
 	}
 	for i, r := range rules.Authority {
-		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> authority: %s", pos.place(path, sectionAuthority, i), sectionAuthority, i, DescribeAuthority(r)))
+		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> authority: %s", pos.place(path, decode.SectionAuthority, i), decode.SectionAuthority, i, DescribeAuthority(r)))
 	}
 	for i, r := range rules.ParamFlow {
-		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> param_flow: %s", pos.place(path, sectionParamFlow, i), sectionParamFlow, i, DescribeParamFlow(r)))
+		lines = append(lines, fmt.Sprintf("%s: %s[%d] -> param_flow: %s", pos.place(path, decode.SectionParamFlow, i), decode.SectionParamFlow, i, DescribeParamFlow(r)))
 	}
 	lines = append(lines, fmt.Sprintf("%s: ok: %d authority rules, %d param_flow rules", path, len(rules.Authority), len(rules.ParamFlow)))
 	return lines, 0

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
-// Document is rules content from a source other than the watched file: an etcd key, say. Its
+// Document is rules content from a source other than the Store's file: an etcd key, say. Its
 // Name is used in messages and tells its format as a file name does (*.json is JSON, anything
 // else YAML, which accepts JSON too).
 type Document struct {
@@ -33,7 +35,7 @@ func (s *Store) LoadDocuments(docs []Document, version uint64) error {
 	}
 	var merged Rules
 	var pos positions
-	var errs Errors
+	var errs decode.Errors
 	size := 0
 	for _, d := range docs {
 		size += len(d.Data)
@@ -46,10 +48,10 @@ func (s *Store) LoadDocuments(docs []Document, version uint64) error {
 	for _, d := range docs {
 		rules, p, err := checkPos(d.Name, d.Data, s.opts.Parse)
 		if err != nil {
-			if e, ok := err.(Errors); ok {
+			if e, ok := err.(decode.Errors); ok {
 				errs = append(errs, e...)
 			} else {
-				errs = append(errs, &ValidationError{File: d.Name, Index: -1, Reason: err.Error()})
+				errs = append(errs, &decode.ValidationError{File: d.Name, Index: -1, Reason: err.Error()})
 			}
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // fuzzSeeds adds every fixture whose name ends with one of exts as a seed.
@@ -45,7 +47,7 @@ func checkParse(t *testing.T, file string, data []byte, opts ParseOptions) {
 		t.Fatalf("Parse of %d bytes took %v", len(data), d)
 	}
 	if err != nil {
-		var errs Errors
+		var errs decode.Errors
 		if !errors.As(err, &errs) || len(errs) == 0 {
 			t.Fatalf("Parse error %T %v is not a non-empty Errors", err, err)
 		}
@@ -81,13 +83,13 @@ func FuzzParseJSON(f *testing.F) {
 		checkParse(t, "r.json", data, ParseOptions{ParamNames: []string{"a", "b"}, ClusterEnabled: true})
 		// The depth scan agrees with encoding/json on valid JSON within the limit.
 		var v any
-		if json.Valid(data) && checkJSONDepth(data) == nil {
+		if json.Valid(data) && decode.CheckJSONDepth(data) == nil {
 			dec := json.NewDecoder(bytes.NewReader(data))
 			dec.UseNumber()
 			if err := dec.Decode(&v); err != nil {
 				t.Fatalf("valid JSON within the depth limit does not decode: %v", err)
 			}
-			if d := depthOf(v); d > MaxDepth {
+			if d := depthOf(v); d > decode.MaxDepth {
 				t.Fatalf("depth %d passed the scan", d)
 			}
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
 
 // wantErr is one expected problem; Reason is a substring of the reason.
@@ -109,7 +111,7 @@ func TestParseInvalidFixtures(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Load(%s) = %+v, nil; want errors", path, rules)
 			}
-			var errs Errors
+			var errs decode.Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("Load(%s) error %T %v; want Errors", path, err, err)
 			}
@@ -160,9 +162,9 @@ func TestValidationErrorMessage(t *testing.T) {
 	if got != want {
 		t.Errorf("error = %q\nwant    %q", got, want)
 	}
-	var ve *ValidationError
+	var ve *decode.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "duration" {
-		t.Errorf("errors.As(*ValidationError) = %v, %+v; want the duration error", ve != nil, ve)
+		t.Errorf("errors.As(*decode.ValidationError) = %v, %+v; want the duration error", ve != nil, ve)
 	}
 }
 
@@ -171,14 +173,14 @@ func TestErrorsFormat(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&ValidationError{File: "f.yaml", Index: -1, Reason: "cannot parse YAML: x"}, "f.yaml: cannot parse YAML: x"},
-		{&ValidationError{File: "f.yaml", Index: -1, Field: "param_flows", Reason: "unknown field"}, "f.yaml: param_flows: unknown field"},
-		{&ValidationError{File: "f.yaml", Section: "authority", Index: 3, Field: "resource", Reason: "must not be empty"}, "f.yaml: authority[3]: resource: must not be empty"},
-		{Errors{
+		{&decode.ValidationError{File: "f.yaml", Index: -1, Reason: "cannot parse YAML: x"}, "f.yaml: cannot parse YAML: x"},
+		{&decode.ValidationError{File: "f.yaml", Index: -1, Field: "param_flows", Reason: "unknown field"}, "f.yaml: param_flows: unknown field"},
+		{&decode.ValidationError{File: "f.yaml", Section: "authority", Index: 3, Field: "resource", Reason: "must not be empty"}, "f.yaml: authority[3]: resource: must not be empty"},
+		{decode.Errors{
 			{File: "a", Section: "param_flow", Index: 0, Resource: "r", Field: "count", Reason: "x"},
 			{File: "a", Section: "param_flow", Index: 1, Resource: "s", Field: "burst", Reason: "y"},
 		}, "a: param_flow[0] (resource \"r\"): count: x\na: param_flow[1] (resource \"s\"): burst: y"},
-		{Errors{}, "no errors"},
+		{decode.Errors{}, "no errors"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -241,7 +243,7 @@ func TestParseValidFixtures(t *testing.T) {
 				{
 					Resource: "POST:/order", Param: "item_id", Grade: hotparam.QPS, Count: 5, Duration: 2 * time.Second,
 					Burst: 3, Behavior: hotparam.Reject, Items: map[string]int64{"4343433": 1000, "vip": 50},
-					Match: &Number{Kind: "int", Bits: 32},
+					Match: &match.Number{Kind: "int", Bits: 32},
 				},
 				{
 					Resource: "GET:/search", Param: "user", Grade: hotparam.QPS, Count: 10, Duration: time.Second,

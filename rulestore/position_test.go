@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // TestProblemsNameLineAndColumn: every problem in a rule names the line and column of its
@@ -97,7 +99,7 @@ param_flow:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(tt.file, []byte(tt.data), tt.opts)
-			var errs Errors
+			var errs decode.Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("Parse = %v, want Errors", err)
 			}
@@ -159,31 +161,5 @@ func TestReportPlacesEveryRule(t *testing.T) {
 	}
 	if !ok {
 		t.Errorf("Report = %d problems,\n%s\nwant lines starting:\n%s", n, strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-func TestFieldPath(t *testing.T) {
-	tests := []struct {
-		field string
-		want  []step
-	}{
-		{"", nil},
-		{"count", []step{{key: "count", index: -1}}},
-		{"items[0].value", []step{{key: "items", index: -1}, {index: 0}, {key: "value", index: -1}}},
-		{"a[1][2]", []step{{key: "a", index: -1}, {index: 1}, {index: 2}}},
-		{"a[x].b", []step{{key: "a", index: -1}}},
-	}
-	for _, tt := range tests {
-		got := fieldPath(tt.field)
-		if len(got) != len(tt.want) {
-			t.Errorf("fieldPath(%q) = %v, want %v", tt.field, got, tt.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tt.want[i] {
-				t.Errorf("fieldPath(%q) = %v, want %v", tt.field, got, tt.want)
-				break
-			}
-		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
 
 // TestGolangHotspotFile: a file of the shape of sentinel-golang's own hotspot test data (every
@@ -35,7 +37,7 @@ func TestGolangHotspotFile(t *testing.T) {
 	}
 	for i, w := range want {
 		got := rules.ParamFlow[i]
-		if n, ok := got.Match.(*Number); !ok || n.Kind != "int" || n.Bits != 64 {
+		if n, ok := got.Match.(*match.Number); !ok || n.Kind != "int" || n.Bits != 64 {
 			t.Errorf("rule %d: match %v, want numbers (int items)", i, got.Match)
 		}
 		got.Match = nil
@@ -95,12 +97,12 @@ func TestGolangHotspotRules(t *testing.T) {
 		{name: "int items one after parsing: the last wins", doc: `{"resource": "r", "metricType": 1, "durationInSec": 1, "threshold": 3,
 			"specificItems": [{"valKind": 0, "valStr": "007", "threshold": 9}, {"valKind": 0, "valStr": "+7", "threshold": 1}]}`,
 			want: hotparam.Rule{Resource: "r", Param: "p0", Grade: hotparam.QPS, Count: 3, Duration: time.Second,
-				Items: map[string]int64{"7": 1}, Match: &Number{Kind: "int", Bits: 64}},
+				Items: map[string]int64{"7": 1}, Match: &match.Number{Kind: "int", Bits: 64}},
 			warning: `specificItems[0] ("007") and specificItems[1] ("+7") are one value (7) to sentinel-golang: the last one's threshold, 1, applies`},
 		{name: "float items are rounded to five decimals", doc: `{"resource": "r", "metricType": 1, "durationInSec": 1, "threshold": 3,
 			"specificItems": [{"valKind": 3, "valStr": "2.500001", "threshold": 9}]}`,
 			want: hotparam.Rule{Resource: "r", Param: "p0", Grade: hotparam.QPS, Count: 3, Duration: time.Second,
-				Items: map[string]int64{"2.5": 9}, Match: &Number{Kind: "float", Bits: 64}}},
+				Items: map[string]int64{"2.5": 9}, Match: &match.Number{Kind: "float", Bits: 64}}},
 		{name: "bool items as ParseBool reads them", doc: `{"resource": "r", "metricType": 1, "durationInSec": 1, "threshold": 3,
 			"specificItems": [{"valKind": "KindBool", "valStr": "T", "threshold": 9}]}`,
 			want: hotparam.Rule{Resource: "r", Param: "p0", Grade: hotparam.QPS, Count: 3, Duration: time.Second,
@@ -114,7 +116,7 @@ func TestGolangHotspotRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rules, err := Parse("golang.json", []byte("["+tc.doc+"]"), opts)
 			if tc.err != "" {
-				var errs Errors
+				var errs decode.Errors
 				if !errors.As(err, &errs) || len(errs) != 1 {
 					t.Fatalf("err = %v, want one error %q", err, tc.err)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/match"
 )
 
 // TestImportedShapesRoundTrip: each Sentinel shape, in a fixture written from its project's
@@ -55,7 +56,7 @@ func TestImportedShapesRoundTrip(t *testing.T) {
 				}
 				// Typed items compare values as numbers (Number); the native equivalent's items
 				// are written canonically, so it decides alike.
-				if _, typed := imp.ParamFlow[i].Match.(*Number); typed && nat.ParamFlow[i].Match == nil {
+				if _, typed := imp.ParamFlow[i].Match.(*match.Number); typed && nat.ParamFlow[i].Match == nil {
 					continue
 				}
 				if (imp.ParamFlow[i].Match == nil) != (nat.ParamFlow[i].Match == nil) {
@@ -116,7 +117,7 @@ func TestMatch(t *testing.T) {
 		{yaml: `{regex: "[0-9]"}`, match: []string{"a1"}, nomatch: []string{"ab"}},
 		{yaml: `{regex: "("}`, err: "match.regex: invalid regex"},
 		{yaml: `{regex: "(a{1,1000}){1,1000}"}`, err: "match.regex: "},
-		{yaml: `{regex: "` + strings.Repeat("a", MaxRegexLen+1) + `"}`, err: "bytes long"},
+		{yaml: `{regex: "` + strings.Repeat("a", match.MaxRegexLen+1) + `"}`, err: "bytes long"},
 		{yaml: `{prefix: "a", exact: "b"}`, err: "exactly one"},
 		{yaml: `{}`, err: "exactly one"},
 		{yaml: `{prefx: "a"}`, err: `did you mean "prefix"`},

@@ -1,5 +1,7 @@
-// Package rulestore loads rule files (YAML, JSON, or Sentinel's JSON), validates them whole,
-// compiles them, swaps them in atomically, and reloads them when the file changes.
+// Package rulestore holds the rules in force: it parses rules (YAML, JSON, or Sentinel's
+// formats), validates them whole, compiles them, and swaps them in atomically, from its rules
+// file or from the documents a rules source hands it (see rulesource/file and etcdrules, which
+// say when to load).
 package rulestore
 
 import (
@@ -7,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // Set is one compiled, immutable generation of rules.
@@ -60,13 +64,6 @@ type Options struct {
 	Limiter  hotparam.Options
 	OnLoad   func(Event)      // called after every load attempt; may be nil
 	Now      func() time.Time // the clock for LoadedAt; nil means time.Now
-	// Debounce is how long Run waits after the last change event of a burst before it
-	// reloads; 0 means DefaultDebounce.
-	Debounce time.Duration
-	// Poll is how often Run also looks at the file's size, modification time and identity, and
-	// watches its directory again, in case change events were missed (a directory deleted and
-	// made again, a file system without inotify); 0 means DefaultPoll.
-	Poll time.Duration
 }
 
 // Store holds the rules in force. It is safe for concurrent use.
@@ -93,9 +90,10 @@ type Store struct {
 // set yet), unless it is missing and Optional.
 func New(opts Options) (*Store, error) {
 	s := &Store{opts: opts}
-	if opts.File != "" && !isJSONFile(opts.File) {
-		// the file's loads convert only the YAML list items that changed (see yamlItems)
-		s.opts.Parse.yamlItems = new(yamlItems)
+	s.opts.Parse.dialects = dialects() // registered once for every load
+	if opts.File != "" && !decode.IsJSONFile(opts.File) {
+		// the file's loads convert only the YAML list items that changed (see decode.YAMLItems)
+		s.opts.Parse.yamlItems = new(decode.YAMLItems)
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now
@@ -154,6 +152,22 @@ func (s *Store) Reload() error {
 		return s.reject(err)
 	}
 	return nil
+}
+
+// File is the rules file the Store reads (Options.File); "" when it reads none.
+func (s *Store) File() string { return s.opts.File }
+
+// Truncated reports whether the file is empty while non-empty content from it is in force: a
+// write in place caught between its truncation and its writing, most likely (see
+// rulesource/file, which waits such a file out before it reloads).
+func (s *Store) Truncated() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.applied) == 0 || s.opts.File == "" {
+		return false
+	}
+	fi, err := os.Stat(s.opts.File)
+	return err == nil && fi.Size() == 0
 }
 
 // LastError returns the last load when it was rejected, or nil once a load (or a return to the

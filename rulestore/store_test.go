@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/rulestore/decode"
 )
 
 // t0 is the fixed instant of the Store tests' clock and limiter checks.
@@ -120,7 +121,7 @@ func TestStoreReload(t *testing.T) {
 	// An invalid edit is rejected whole: the rules in force stay, the error is recorded.
 	writeFile(t, path, orderRules(3, 5)+"    burst: -1\n")
 	err := s.Reload()
-	var verrs Errors
+	var verrs decode.Errors
 	if !errors.As(err, &verrs) || len(verrs) != 1 || verrs[0].Field != "burst" || verrs[0].Index != 1 {
 		t.Fatalf("Reload invalid edit = %v; want one burst error in param_flow[1]", err)
 	}
@@ -233,7 +234,7 @@ func TestNewOptions(t *testing.T) {
 	if _, err := New(Options{File: missing}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("New(missing) = %v, want fs.ErrNotExist", err)
 	}
-	var verrs Errors
+	var verrs decode.Errors
 	if _, err := New(Options{File: bad}); !errors.As(err, &verrs) || verrs[0].Field != "count" {
 		t.Errorf("New(bad) = %v, want a count error", err)
 	}
@@ -399,7 +400,7 @@ func TestStoreYAMLReloadConvertsChangedItems(t *testing.T) {
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.opts.Parse.yamlItems.converted; got != 10 {
+	if got := s.opts.Parse.yamlItems.Converted(); got != 10 {
 		t.Errorf("the reload converted %d items, want the 10 that changed", got)
 	}
 	want, err := Parse(path, changed, ParseOptions{})

@@ -36,12 +36,14 @@ func (s *service) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 // is not safe to share with a second reader).
 func (s *service) hangup() {
 	var fields []zap.Field
-	if s.etcd == nil {
-		if err := s.store.Reload(); err != nil {
-			fields = append(fields, zap.Error(err))
+	for _, src := range s.sources {
+		if r, ok := src.src.(reloader); ok {
+			if err := r.Reload(); err != nil {
+				fields = append(fields, zap.Error(err))
+			}
+		} else {
+			fields = append(fields, zap.String("rules", src.watched))
 		}
-	} else {
-		fields = append(fields, zap.String("rules", "from etcd, watched: not read again"))
 	}
 	fields = append(fields, zap.Uint64("rules_version", s.store.Current().Version))
 	if s.tls != nil {

@@ -27,7 +27,6 @@ import (
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/envoyapi"
 	"github.com/extauthz/extauthz/envoyapi/wire"
-	"github.com/extauthz/extauthz/etcdrules"
 	"github.com/extauthz/extauthz/hotparam"
 	"github.com/extauthz/extauthz/internal/memlimit"
 	"github.com/extauthz/extauthz/internal/observe"
@@ -71,22 +70,21 @@ func serve(ctx context.Context, fs *pflag.FlagSet, environ []string, stderr io.W
 
 // service is the running process: the rules, the two servers and the watcher.
 type service struct {
-	cfg       config.Config
-	log       *zap.Logger
-	metrics   *metrics.Metrics
-	store     *rulestore.Store
-	remote    *redisstore.Store  // nil without store.redis
-	etcd      *etcdrules.Watcher // nil without rules_etcd
-	closeEtcd func()
-	tracing   *tracing.Provider   // nil until built
-	tls       *tlsreload.Reloader // nil without TLS
-	api       *envoyapi.Server
-	grpc      *grpc.Server
-	health    *health.Server
-	admin     *http.Server
-	dash      *dashboardRun // nil without sentinel_dashboard.command_addr
-	fleet     *admin.Fleet  // the console's fleet view
-	serving   atomic.Bool   // the gRPC server accepts calls
+	cfg     config.Config
+	log     *zap.Logger
+	metrics *metrics.Metrics
+	store   *rulestore.Store
+	remote  *redisstore.Store   // nil without store.redis
+	sources []source            // where the rules come from, loaded; none without a file or rules_etcd
+	tracing *tracing.Provider   // nil until built
+	tls     *tlsreload.Reloader // nil without TLS
+	api     *envoyapi.Server
+	grpc    *grpc.Server
+	health  *health.Server
+	admin   *http.Server
+	dash    *dashboardRun // nil without sentinel_dashboard.command_addr
+	fleet   *admin.Fleet  // the console's fleet view
+	serving atomic.Bool   // the gRPC server accepts calls
 }
 
 // newService builds everything that can fail before a port is opened: the mapping, the shared
@@ -136,13 +134,13 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 		OnLoad:  s.onLoad,
 	}
 	stateBudget(&storeOpts.Limiter, cfg.HotParam, log)
-	rulesSource(cfg, &storeOpts)
+	sourceOptions(cfg, &storeOpts)
 	store, err := rulestore.New(storeOpts)
 	if err != nil {
 		return nil, err
 	}
 	s.store = store
-	if s.etcd, s.closeEtcd, err = etcdRules(cfg, store, log); err != nil {
+	if s.sources, err = rulesSources(cfg, store, log); err != nil {
 		return nil, err
 	}
 	if s.dash, err = newDashboard(cfg, storeOpts.Parse, store, s.metrics, log); err != nil {
@@ -172,7 +170,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 	observer := observe.New(obs)
 	opts = append(opts, grpc.ChainUnaryInterceptor(observer.Unary))
 	api := envoyapi.New(envoyapi.Options{
-		Mapper: mapper.WithUses(ruleUses{current: store.Current}),
+		Mapper: mapper.WithUses(rulestore.Uses{Current: store.Current}),
 		Policy: policy.Options{Rules: store.Current, Now: time.Now,
 			Recorder: recorder{Metrics: s.metrics, log: log}, Config: cfg.Decision},
 		Redact:   red.Value,
@@ -205,7 +203,7 @@ func newService(cfg config.Config, log *zap.Logger) (_ *service, err error) {
 			Fleet:     s.fleet,
 			// /check's descriptors are mapped as the rate-limit API maps them.
 			Check:       debugCheck(store.Current, cfg.Decision),
-			Descriptors: debugDescriptors(mapper.WithUses(ruleUses{current: store.Current})),
+			Descriptors: debugDescriptors(mapper.WithUses(rulestore.Uses{Current: store.Current})),
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -239,20 +237,13 @@ func (s *service) run(ctx context.Context) error {
 		defer wg.Done()
 		s.reloadOnHangup(watchCtx, hup)
 	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := s.store.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Error("rules watcher stopped; the rules in force stay until restart", zap.Error(err))
-		}
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := runEtcdRules(watchCtx, s.etcd); err != nil {
-			s.log.Error("rules_etcd watch stopped; the rules in force stay until restart", zap.Error(err))
-		}
-	}()
+	for _, src := range s.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runSource(watchCtx, src, s.log)
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -367,10 +358,10 @@ func (s *service) shutdown() {
 // close releases what newService acquired.
 func (s *service) close() {
 	s.dash.close()
-	if s.closeEtcd != nil {
-		s.closeEtcd()
-		s.closeEtcd = nil
+	for _, src := range s.sources {
+		src.close()
 	}
+	s.sources = nil
 	if s.tracing != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.tracing.Shutdown(ctx); err != nil { // sends the spans still buffered
