@@ -17,7 +17,8 @@ import (
 
 // Config is the rules_etcd section of the service config.
 type Config struct {
-	// Endpoints are etcd's client URLs; none means the rules come from the file.
+	// Endpoints are the etcd v3 client URLs; when set, the rules come from `rules_etcd.keys` instead of
+	// `rules_file` (see [Rules from etcd](rules.md#rules-from-etcd)).
 	Endpoints []string `json:"endpoints"`
 	// Keys hold the rules: one key with a whole rules document, or one key per rule kind (say
 	// a native param_flow document and a Sentinel authority list); their rules are joined, in
@@ -25,19 +26,21 @@ type Config struct {
 	Keys []string `json:"keys"`
 	// DialTimeout bounds connecting and each read.
 	DialTimeout time.Duration `json:"dial_timeout"`
-	// CheckInterval is how often the keys are read besides the watch, to catch what a watch
-	// cannot see: etcd restored from a snapshot or recreated empty (its revision back below
-	// the one the watch waits for), another cluster behind the endpoints, a lost event. 0
-	// means DefaultCheckInterval.
+	// CheckInterval is how often the keys are read besides the watch, to catch etcd restored from a
+	// snapshot or recreated empty (its revision back), another cluster, a missed change; `0s` takes
+	// the default.
 	CheckInterval time.Duration `json:"check_interval"`
-	// Username and Password, when set, authenticate to etcd.
+	// Username is the etcd user, when etcd has authentication on.
 	Username string `json:"username"`
+	// Password is the etcd user's password (never logged).
 	Password string `json:"password"`
-	// CAFile, when set, is the authority etcd's certificate must chain to (https endpoints);
-	// CertFile and KeyFile, when set, are the client certificate etcd may ask for. All PEM.
-	CAFile   string `json:"ca_file"`
+	// CAFile is the CA that etcd's certificate must chain to (PEM), for `https://` endpoints.
+	CAFile string `json:"ca_file"`
+	// CertFile is the client certificate for etcd (PEM), with `rules_etcd.key_file`, when etcd requires
+	// one.
 	CertFile string `json:"cert_file"`
-	KeyFile  string `json:"key_file"`
+	// KeyFile is the client certificate's private key (PEM).
+	KeyFile string `json:"key_file"`
 }
 
 // Defaults of the default config.

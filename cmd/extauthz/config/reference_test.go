@@ -16,9 +16,8 @@ import (
 
 // The config reference, docs/configuration.md, is generated from Config: its keys, variables and
 // defaults by reflection (Keys, Default), and each key's meaning from the doc comment of its
-// field, read from the source of the package that declares the field, or from the key's note
-// (referenceNotes) where the reference says more to an operator than the field's doc does. The
-// prose before the table is testdata/reference_intro.md.
+// field, read from the source of the package that declares the field: a field's doc is written
+// for the operator who sets the key. The prose before the table is testdata/reference_intro.md.
 //
 // Regenerate it with:
 //
@@ -55,34 +54,28 @@ func TestConfigReference(t *testing.T) {
 		t.Fatalf("%v; generate it: %s", err, regenerate)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("docs/configuration.md is stale (Config, a field's doc or a note changed); regenerate it from the repository root:\n\t%s", regenerate)
+		t.Errorf("docs/configuration.md is stale (Config or a field's doc changed); regenerate it from the repository root:\n\t%s", regenerate)
 	}
 }
 
-// TestEveryKeyIsExplained: every key has a field doc or a note, and every note names a key.
+// TestEveryKeyIsExplained: every key's field has a doc comment.
 func TestEveryKeyIsExplained(t *testing.T) {
 	docs := newFieldDocs("../../..")
-	notes := referenceNotes()
 	for _, k := range Keys() {
 		doc, err := docs.of(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if doc == "" && notes[k.Name] == "" {
+		if doc == "" {
 			f := k.field()
-			t.Errorf("%s: no doc comment on its field (%s.%s) and no note", k.Name, f.parent, f.Name)
+			t.Errorf("%s: no doc comment on its field (%s.%s)", k.Name, f.parent, f.Name)
 		}
-		delete(notes, k.Name)
-	}
-	for name := range notes {
-		t.Errorf("note for %s, which is no config key", name)
 	}
 }
 
 // generateReference renders docs/configuration.md.
 func generateReference() ([]byte, error) {
 	docs := newFieldDocs("../../..")
-	notes := referenceNotes()
 	def := reflect.ValueOf(Default())
 	var b bytes.Buffer
 	b.WriteString("<!-- Generated from the Config struct of cmd/extauthz/config and its field docs. DO NOT EDIT.\n")
@@ -94,14 +87,11 @@ func generateReference() ([]byte, error) {
 	b.Write(intro)
 	b.WriteString("\n| key | variable | default | meaning |\n| --- | --- | --- | --- |\n")
 	for _, k := range Keys() {
-		meaning := notes[k.Name]
-		if meaning == "" {
-			doc, err := docs.of(k)
-			if err != nil {
-				return nil, err
-			}
-			meaning = sentence(doc, k.field().Name)
+		doc, err := docs.of(k)
+		if err != nil {
+			return nil, err
 		}
+		meaning := sentence(doc, k.field().Name)
 		env := "`" + k.Env + "`"
 		if k.Env == "" {
 			env = "file only"
