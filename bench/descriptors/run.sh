@@ -82,12 +82,14 @@ for r in $(seq "$rounds"); do
 			'BEGIN { printf "%-6s %-9s %10.0f %14.1f\n", r, s, n / sec, c * 1e6 / hz / n }' | tee -a "$work/results"
 	done
 done
-awk '{ v[$2, $1] = $4 } END {
+# the target: 64 descriptors within 1.2x of the no-op's CPU, a call of a few within 1.05x
+target="$([ "$n" -ge 64 ] && echo 1.2 || echo 1.05)"
+awk -v target="$target" '{ v[$2, $1] = $4 } END {
 	for (r = 1; r <= '"$rounds"'; r++) {
 		s = s " " sprintf("%.2f", v["extauthz", r] / v["noop", r])
 		if (("before", r) in v) b = b " " sprintf("%.2f", v["before", r] / v["noop", r])
 	}
-	print "extauthz / noop CPU per call, by round:" s "   (target <= 1.2)"
+	print "extauthz / noop CPU per call, by round:" s "   (target <= " target ")"
 	if (b != "") print "before / noop CPU per call, by round:" b }' "$work/results"
 echo "extauthz: $(curl -s "http://$(sed -n 's/.*"msg":"serving".*"admin_addr":"\([^"]*\)".*/\1/p' "$work/extauthz.log")/metrics" | grep '^extauthz_decisions_total' | tr '\n' ' ')"
 echo "# $(uptime)"
