@@ -82,32 +82,41 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 }
 
 // TestBlockedShareCountsEveryRefusal: the dashboard's blocked share counts every result the
-// decision path refuses with, as policy/policy.go declares them (a Result constant whose
-// comment says it is blocked or refused, and not allowed).
+// decision path refuses with, as policy/outcome.go declares them: each Outcome whose comment
+// says it is refused, under its metric label in outcomeNames.
 func TestBlockedShareCountsEveryRefusal(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../../policy/policy.go", nil, parser.ParseComments)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../policy/outcome.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var refusals []string
+	refused := map[string]bool{}  // Outcome constants whose comment says refused
+	labels := map[string]string{} // Outcome constant -> metric label
 	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok || len(vs.Names) != 1 || !strings.HasPrefix(vs.Names[0].Name, "Result") || len(vs.Values) != 1 || vs.Comment == nil {
-			return true
-		}
-		lit, ok := vs.Values[0].(*ast.BasicLit)
-		if !ok {
-			return true
-		}
-		c := strings.TrimSpace(vs.Comment.Text())
-		if !strings.HasPrefix(c, "allowed") && (strings.HasPrefix(c, "blocked") || strings.Contains(c, "refused")) {
-			v, _ := strconv.Unquote(lit.Value)
-			refusals = append(refusals, v)
+		switch n := n.(type) {
+		case *ast.ValueSpec:
+			if len(n.Names) == 1 && n.Comment != nil && strings.HasPrefix(strings.TrimSpace(n.Comment.Text()), "refused") {
+				refused[n.Names[0].Name] = true
+			}
+		case *ast.KeyValueExpr:
+			key, ok := n.Key.(*ast.Ident)
+			val, ok2 := n.Value.(*ast.CompositeLit)
+			if ok && ok2 && len(val.Elts) == 2 {
+				if lit, ok := val.Elts[0].(*ast.BasicLit); ok {
+					labels[key.Name], _ = strconv.Unquote(lit.Value)
+				}
+			}
 		}
 		return true
 	})
+	var refusals []string
+	for name := range refused {
+		if l := labels[name]; l != "" {
+			refusals = append(refusals, l)
+		}
+	}
+	slices.Sort(refusals)
 	if len(refusals) < 4 {
-		t.Fatalf("found refusal results %v in policy/policy.go, want at least authority, param_flow, invalid, queue_full", refusals)
+		t.Fatalf("found refusal results %v in policy/outcome.go, want at least authority, param_flow, invalid, queue_full", refusals)
 	}
 	sel := regexp.MustCompile(`result=~"([^"]*)"`)
 	for _, p := range loadDashboard(t).Panels {
