@@ -181,7 +181,7 @@ func TestIndexAgainstMap(t *testing.T) {
 			delete(want, key(k))
 			continue
 		}
-		sh.at(int32(k)).key = key(k)
+		sh.at(int32(k)).key.set(key(k))
 		x.insert(hashOf(k), int32(k))
 		want[key(k)] = int32(k)
 		if x.n != len(want) {
@@ -193,5 +193,26 @@ func TestIndexAgainstMap(t *testing.T) {
 		if _, got := x.find(sh, k, hashOf(n)); got != w {
 			t.Fatalf("%s: %d, want %d", k, got, w)
 		}
+	}
+}
+
+// A value is held inline up to shortKey bytes and as a string of its own beyond; either way
+// it is found by its bytes, not by the string it came in, and survives the caller's buffer.
+func TestVkey(t *testing.T) {
+	buf := []byte("0123456789abcde-and-more")
+	for _, n := range []int{0, 1, shortKey - 1, shortKey, shortKey + 1, len(buf)} {
+		var k vkey
+		k.set(string(buf[:n]))
+		want := string(buf[:n])
+		for i := range buf {
+			buf[i] = 'x' // the caller reuses its buffer
+		}
+		if got := k.view(); got != want {
+			t.Errorf("len %d: view %q, want %q", n, got, want)
+		}
+		if !k.is(want) || (n > 0 && k.is(want[:n-1])) || k.is(want+"z") {
+			t.Errorf("len %d: is does not match exactly %q", n, want)
+		}
+		copy(buf, "0123456789abcde-and-more")
 	}
 }
