@@ -11,6 +11,7 @@
 #   bench/descriptors/run.sh                        # 64 descriptors, 5 rounds of 5s
 #   DESCRIPTORS=10 ROUNDS=3 bench/descriptors/run.sh
 #   BEFORE_BIN=/tmp/extauthz-before bench/descriptors/run.sh   # that binary too ("before")
+#   API=check bench/descriptors/run.sh              # an allowed Check of GET /reports instead
 set -euo pipefail
 # extauthz runs under a soft memory limit, as in a container with a 1GiB limit (memory_limit,
 # whose collector target follows the live heap); EXTAUTHZ_MEMORY_LIMIT=off measures Go's default.
@@ -34,11 +35,14 @@ cleanup() {
 }
 trap cleanup EXIT
 (cd "$root" && go build -o "$work/extauthz" ./cmd/extauthz && go build -o "$work/envoybench" ./bench/envoy &&
-	go run ./bench/throttle -descriptors "$n" >"$work/body")
+	go run ./bench/throttle -descriptors "$n" $([ "${API:-}" = check ] && echo -check) >"$work/body")
 cat >"$work/rules.yaml" <<'RULES'
 param_flow:
   - {resource: "POST:/orders", param: user, grade: qps, count: 1000000000, duration: 1s}
+  - {resource: "GET:/reports", param: api_key, grade: qps, count: 1000000000, duration: 1s}
 RULES
+method=envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+[ "${API:-}" = check ] && method=envoy.service.auth.v3.Authorization/Check
 declare -A addr pid
 "$work/extauthz" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules.yaml" \
 	--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/extauthz.log" 2>&1 &
@@ -63,10 +67,15 @@ cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 hz="$(getconf CLK_TCK)"
 load() {
 	h2load -d "$work/body" -H 'content-type: application/grpc' -H 'te: trailers' -c 4 -m 16 \
-		--rps $((rate / 4)) -D "$2" "http://${addr[$1]}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+		--rps $((rate / 4)) -D "$2" "http://${addr[$1]}/$method"
 }
 echo "# $(uptime)"
-echo "# $n descriptors a call, $rate calls a second, ${seconds}s a run"
+if [ "${API:-}" = check ]; then
+	echo "# an allowed Check a call, $rate calls a second, ${seconds}s a run"
+	n=1 # the target of a call of a few entries
+else
+	echo "# $n descriptors a call, $rate calls a second, ${seconds}s a run"
+fi
 printf '%-6s %-9s %10s %14s\n' round server "calls/s" "cpu-us/call"
 k=${#servers[@]}
 for r in $(seq "$rounds"); do
