@@ -67,8 +67,11 @@ cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 hz="$(getconf CLK_TCK)"
 load() {
 	h2load -d "$work/body" -H 'content-type: application/grpc' -H 'te: trailers' -c 4 -m 16 \
-		--rps $((rate / 4)) -D "$2" "http://${addr[$1]}/$method"
+		--rps $((rate / 4)) -D "$2" --log-file "$work/latency" "http://${addr[$1]}/$method"
 }
+# p99 is the 99th percentile of the last run's latencies (h2load's log: microseconds from a
+# call's start to the end of its answer, the third column).
+p99() { cut -f3 "$work/latency" | sort -n | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print v[i] }'; }
 echo "# $(uptime)"
 if [ "${API:-}" = check ]; then
 	echo "# an allowed Check a call, $rate calls a second, ${seconds}s a run"
@@ -76,7 +79,7 @@ if [ "${API:-}" = check ]; then
 else
 	echo "# $n descriptors a call, $rate calls a second, ${seconds}s a run"
 fi
-printf '%-6s %-9s %10s %14s\n' round server "calls/s" "cpu-us/call"
+printf '%-6s %-9s %10s %14s %10s\n' round server "calls/s" "cpu-us/call" "p99-us"
 k=${#servers[@]}
 for r in $(seq "$rounds"); do
 	for i in $(seq 0 $((k - 1))); do
@@ -87,18 +90,20 @@ for r in $(seq "$rounds"); do
 		out="$(load "$s" "$seconds")"
 		c1="$(cpu_ticks "${pid[$s]}")"
 		calls="$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")"
-		awk -v r="$r" -v s="$s" -v n="$calls" -v sec="$seconds" -v c="$((c1 - c0))" -v hz="$hz" \
-			'BEGIN { printf "%-6s %-9s %10.0f %14.1f\n", r, s, n / sec, c * 1e6 / hz / n }' | tee -a "$work/results"
+		awk -v r="$r" -v s="$s" -v n="$calls" -v sec="$seconds" -v c="$((c1 - c0))" -v hz="$hz" -v p="$(p99)" \
+			'BEGIN { printf "%-6s %-9s %10.0f %14.1f %10d\n", r, s, n / sec, c * 1e6 / hz / n, p }' | tee -a "$work/results"
 	done
 done
 # the target: 64 descriptors within 1.2x of the no-op's CPU, a call of a few within 1.05x
 target="$([ "$n" -ge 64 ] && echo 1.2 || echo 1.05)"
-awk -v target="$target" '{ v[$2, $1] = $4 } END {
+awk -v target="$target" '{ v[$2, $1] = $4; q[$2, $1] = $5 } END {
 	for (r = 1; r <= '"$rounds"'; r++) {
 		s = s " " sprintf("%.2f", v["extauthz", r] / v["noop", r])
+		p = p " " sprintf("%.2f", q["extauthz", r] / q["noop", r])
 		if (("before", r) in v) b = b " " sprintf("%.2f", v["before", r] / v["noop", r])
 	}
 	print "extauthz / noop CPU per call, by round:" s "   (target <= " target ")"
+	print "extauthz / noop p99, by round:" p "   (target <= 1.1)"
 	if (b != "") print "before / noop CPU per call, by round:" b }' "$work/results"
 echo "extauthz: $(curl -s "http://$(sed -n 's/.*"msg":"serving".*"admin_addr":"\([^"]*\)".*/\1/p' "$work/extauthz.log")/metrics" | grep '^extauthz_decisions_total' | tr '\n' ' ')"
 echo "# $(uptime)"
