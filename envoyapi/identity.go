@@ -1,6 +1,7 @@
 package envoyapi
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/extauthz/extauthz/descriptors"
+	"github.com/extauthz/extauthz/envoyapi/wire"
 	"github.com/extauthz/extauthz/policy"
 )
 
@@ -37,7 +39,7 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 	return m.ProtoReflect().Descriptor().Fields().ByName(name).Number()
 }
 
-// setIdentity gives resp the dynamic metadata of an allowed Check: the resource, the origin
+// setIdentity gives a the dynamic metadata of an allowed Check: the resource, the origin
 // (when there is one) and each param of e that a rule on the resource reads, a param of one
 // value as a string (what a metadata action reads), one of several values as a list of them.
 // Sensitive params are given as their keyed hash (Options.Redact). Params no rule on the
@@ -45,10 +47,11 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 //
 // Envoy refuses an answer holding a string that is not UTF-8 (and fails the Check: 503), so
 // bytes that are not UTF-8 are written as U+FFFD: values that differ only there read the same
-// in the metadata. The struct is encoded directly into resp's unknown fields, as the bytes
-// proto.Marshal writes for CheckResponse.dynamic_metadata: one allocation, where a structpb
-// message costs two a field and a map; resp.GetDynamicMetadata stays nil until decoded.
-func (s *Server) setIdentity(resp *authv3.CheckResponse, e *descriptors.Entry, rules *policy.Rules) {
+// in the metadata. The struct is encoded directly into the answer's unknown fields, as the
+// bytes proto.Marshal writes for CheckResponse.dynamic_metadata, in the buffer the pooled
+// answer keeps (no allocation once it has grown), where a structpb message costs two
+// allocations a field and a map; the answer's GetDynamicMetadata stays nil until decoded.
+func (s *Server) setIdentity(a *wire.Allowed, e *descriptors.Entry, rules *policy.Rules) {
 	var buf [8]metaField
 	fields := append(buf[:0], metaField{key: MetadataResource, one: validUTF8(e.Resource)})
 	if e.Origin != "" {
@@ -73,13 +76,13 @@ func (s *Server) setIdentity(resp *authv3.CheckResponse, e *descriptors.Entry, r
 	for i := range fields {
 		size += protowire.SizeTag(fieldStructFields) + protowire.SizeBytes(fields[i].entrySize())
 	}
-	b := make([]byte, 0, protowire.SizeTag(fieldCheckDynamicMetadata)+protowire.SizeBytes(size))
+	b := slices.Grow(a.MetadataBuffer(), protowire.SizeTag(fieldCheckDynamicMetadata)+protowire.SizeBytes(size))
 	b = protowire.AppendTag(b, fieldCheckDynamicMetadata, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
 	for i := range fields {
 		b = fields[i].append(b)
 	}
-	resp.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	a.SetMetadata(b)
 }
 
 // metaField is one entry of the identity struct: a string, or a list of strings.

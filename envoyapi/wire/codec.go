@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -37,13 +38,14 @@ import (
 // the real message with each string holding the bytes as sent. Encoding falls back the same
 // way, so an answer that echoes such bytes (a header value) is sent rather than failing.
 //
-// A Codec also holds a pool of rate-limit answers (Answer): the handler takes one, fills it,
-// and the Codec that encodes it gives it back. A Codec is safe for concurrent use; use the one
+// A Codec also holds pools of answers, rate-limit answers (Answer) and allowed Check answers
+// (Allowed): the handler takes one, fills it, and the Codec that encodes it gives it back. A Codec is safe for concurrent use; use the one
 // value both as the server's codec and as the handler's source of answers.
 type Codec struct {
 	mirrors sync.Map   // protoreflect.FullName -> protoreflect.MessageType, built once each
 	build   sync.Mutex // serialises building a mirror
 	answers answerPool
+	allowed pool[*authv3.CheckResponse, Allowed, *Allowed]
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
@@ -54,6 +56,7 @@ var _ encoding.CodecV2 = (*Codec)(nil)
 func NewCodec() *Codec {
 	c := &Codec{}
 	c.answers.keep = os.Getenv("GRPC_BINARY_LOG_FILTER") != ""
+	c.allowed.keep = c.answers.keep
 	return c
 }
 
@@ -75,6 +78,14 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	m := messageOf(v)
 	if m == nil {
 		return nil, fmt.Errorf("proto: cannot marshal %T, want a proto.Message", v)
+	}
+	if r, ok := v.(*authv3.CheckResponse); ok {
+		if a, ok := c.allowed.take(r); ok {
+			defer c.allowed.free(a)
+			if b, ok := marshalAllowed(a); ok {
+				return wireOf(b), nil
+			}
+		}
 	}
 	if r, ok := v.(*rlsv3.RateLimitResponse); ok {
 		if a, ok := c.answers.take(r); ok {

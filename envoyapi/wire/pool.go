@@ -34,31 +34,87 @@ type answer struct {
 	slab []rlsv3.RateLimitResponse_DescriptorStatus
 }
 
-// answerPool holds the answers free for reuse and those handed out: only an answer it handed
-// out is ever reset, so an answer made anywhere else is never touched. Its zero value is an
-// empty pool that reuses answers.
-type answerPool struct {
-	freeList sync.Pool // of *answer
-	keep     bool      // reuse nothing: gRPC's binary log keeps the answers it logs
-	mu       sync.Mutex
-	out      map[*rlsv3.RateLimitResponse]*answer
+func (a *answer) msg() *rlsv3.RateLimitResponse { return &a.resp }
+
+func (a *answer) reset() {
+	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)
+	a.resp.Reset()
 }
 
-// get returns an OK answer with n OK statuses.
-func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
-	a, _ := p.freeList.Get().(*answer)
+// reusable is what a pool holds: A's message (the key it hands it out under) and how to make
+// it fresh again.
+type reusable[M comparable, A any] interface {
+	*A
+	msg() M
+	reset()
+}
+
+// pool holds the answers of one kind free for reuse and those handed out: only an answer it
+// handed out is ever reset, so a message made anywhere else is never touched. Its zero value
+// is an empty pool that reuses answers.
+type pool[M comparable, A any, P reusable[M, A]] struct {
+	freeList sync.Pool // of P
+	keep     bool      // reuse nothing: gRPC's binary log keeps the answers it logs
+	mu       sync.Mutex
+	out      map[M]P
+}
+
+// hand returns an answer, counted as out until taken (or forgotten, see maxOut). A reused one
+// is as reset left it.
+func (p *pool[M, A, P]) hand() P {
+	a, _ := p.freeList.Get().(P)
 	if a == nil {
-		a = new(answer)
+		a = P(new(A))
 	}
 	p.mu.Lock()
 	if len(p.out) >= maxOut {
 		clear(p.out) // forgotten: never taken, so never reset (see maxOut)
 	}
 	if p.out == nil {
-		p.out = make(map[*rlsv3.RateLimitResponse]*answer, maxOut)
+		p.out = make(map[M]P, maxOut)
 	}
-	p.out[&a.resp] = a
+	p.out[a.msg()] = a
 	p.mu.Unlock()
+	return a
+}
+
+// take reports whether m is the message of an answer handed out, which is then no longer out:
+// the caller gives it back with free once done with it. It never takes any other message.
+func (p *pool[M, A, P]) take(m M) (P, bool) {
+	p.mu.Lock()
+	a, ok := p.out[m]
+	if ok {
+		delete(p.out, m)
+	}
+	p.mu.Unlock()
+	return a, ok
+}
+
+// free resets a taken answer and makes it free for reuse, unless gRPC traces requests or logs
+// them in its binary log: both keep the message to print it later.
+func (p *pool[M, A, P]) free(a P) {
+	if grpc.EnableTracing || p.keep {
+		return
+	}
+	a.reset()
+	p.freeList.Put(a)
+}
+
+// put gives m back if it is the message of an answer handed out (see take and free).
+func (p *pool[M, A, P]) put(m M) {
+	if a, ok := p.take(m); ok {
+		p.free(a)
+	}
+}
+
+// answerPool is the pool of rate-limit answers.
+type answerPool struct {
+	pool[*rlsv3.RateLimitResponse, answer, *answer]
+}
+
+// get returns an OK answer with n OK statuses.
+func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
+	var a *answer = p.hand()
 	if cap(a.slab) < n {
 		a.slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
 		a.ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
@@ -70,34 +126,4 @@ func (p *answerPool) get(n int) *rlsv3.RateLimitResponse {
 	}
 	a.resp.Statuses = a.ptrs[:n]
 	return &a.resp
-}
-
-// take reports whether v is an answer handed out by get, which is then no longer out: the
-// caller gives it back with free once done with it. It never takes any other message.
-func (p *answerPool) take(v *rlsv3.RateLimitResponse) (*answer, bool) {
-	p.mu.Lock()
-	a, ok := p.out[v]
-	if ok {
-		delete(p.out, v)
-	}
-	p.mu.Unlock()
-	return a, ok
-}
-
-// free resets a taken answer and makes it free for reuse, unless gRPC traces requests or logs
-// them in its binary log: both keep the message to print it later.
-func (p *answerPool) free(a *answer) {
-	if grpc.EnableTracing || p.keep {
-		return
-	}
-	clear(a.slab) // zero values, as Reset leaves them (a message's state is set on first use)
-	a.resp.Reset()
-	p.freeList.Put(a)
-}
-
-// put gives v back if it is an answer handed out by get (see take and free).
-func (p *answerPool) put(v *rlsv3.RateLimitResponse) {
-	if a, ok := p.take(v); ok {
-		p.free(a)
-	}
 }
