@@ -83,12 +83,6 @@ const (
 	fieldHeaderValue        = 2 // HeaderValue.value
 )
 
-// Fields the handler never sets, deprecated in Envoy's API, looked for by descriptor.
-var (
-	okDynamicMetadata = (&authv3.OkHttpResponse{}).ProtoReflect().Descriptor().Fields().ByName("dynamic_metadata")
-	optionAppend      = (&corev3.HeaderValueOption{}).ProtoReflect().Descriptor().Fields().ByName("append")
-)
-
 // marshalAllowed encodes an answer of Codec.Allowed directly, to the same bytes as
 // proto.Marshal: fields in number order, zero values left out, the unknown fields (the
 // metadata) last. It reports false, encoding nothing, when the answer holds anything the
@@ -98,7 +92,7 @@ func marshalAllowed(a *Allowed) ([]byte, bool) {
 	r, h := &a.resp, &a.http
 	if r.Status != &a.status || r.HttpResponse != &a.ok || a.ok.OkResponse != h || r.DynamicMetadata != nil ||
 		a.status.Code != 0 || a.status.Message != "" || len(a.status.Details) > 0 ||
-		len(h.Headers) > 0 || h.ProtoReflect().Has(okDynamicMetadata) || len(h.QueryParametersToSet) > 0 || len(h.QueryParametersToRemove) > 0 ||
+		len(h.Headers) > 0 || deprecatedMetadata(h) || len(h.QueryParametersToSet) > 0 || len(h.QueryParametersToRemove) > 0 ||
 		!sameHeaders(h.ResponseHeadersToAdd, a) {
 		return nil, false
 	}
@@ -143,7 +137,7 @@ func sameHeaders(hs []*corev3.HeaderValueOption, a *Allowed) bool {
 		return false
 	}
 	for i, o := range hs {
-		if o != &a.opts[i] || o.Header != &a.vals[i] || o.ProtoReflect().Has(optionAppend) || o.KeepEmptyValue ||
+		if o != &a.opts[i] || o.Header != &a.vals[i] || deprecatedAppend(o) || o.KeepEmptyValue ||
 			len(o.Header.RawValue) > 0 || len(o.Header.ProtoReflect().GetUnknown()) > 0 {
 			return false
 		}
@@ -181,4 +175,17 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	b = append(b, byte(num)<<3|byte(protowire.BytesType))
 	b = appendVarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// deprecatedMetadata reports whether h has its deprecated dynamic_metadata, which the handler
+// never sets.
+func deprecatedMetadata(h *authv3.OkHttpResponse) bool {
+	//lint:ignore SA1019 looked for only to leave an answer holding it to the generic encoder
+	return h.DynamicMetadata != nil
+}
+
+// deprecatedAppend reports whether o has its deprecated append, which the handler never sets.
+func deprecatedAppend(o *corev3.HeaderValueOption) bool {
+	//lint:ignore SA1019 looked for only to leave an answer holding it to the generic encoder
+	return o.Append != nil
 }

@@ -9,7 +9,6 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -95,8 +94,8 @@ func TestCodecEncodesAllowed(t *testing.T) {
 			a.http.Headers = []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "k", Value: "v"}}}
 		},
 		"append": func(a *Allowed) {
-			m := a.opts[1].ProtoReflect() // a deprecated field, set as an old client would
-			m.Set(optionAppend, protoreflect.ValueOfMessage(wrapperspb.Bool(true).ProtoReflect()))
+			//lint:ignore SA1019 a deprecated field, set as an old handler would
+			a.opts[1].Append = wrapperspb.Bool(true)
 		},
 		"raw value": func(a *Allowed) { a.vals[2].RawValue = []byte("r") },
 		"other option": func(a *Allowed) {
