@@ -179,10 +179,11 @@ type Limiter struct {
 	budget *budget
 	// retired are rules of earlier sets that this one dropped, kept with their state until it
 	// is back to the default (see retire).
-	retired []*ruleState
+	retired []retiredRule
 }
 
-// New builds a Limiter with fresh state for rules.
+// New builds a Limiter with fresh state for rules. The Limiter keeps rules (see Rules): the
+// caller must not modify them afterwards.
 func New(rules []Rule, opts Options) (*Limiter, error) { return build(rules, opts, nil) }
 
 // Reload builds a Limiter for rules that keeps the state of every rule of l whose identity
