@@ -205,6 +205,25 @@ func (l *Limiter) Reload(rules []Rule, opts Options) (*Limiter, error) {
 // Rules returns the rules in force. The caller must not modify them.
 func (l *Limiter) Rules() []Rule { return l.rules }
 
+// Names reports whether a rule (of any domain) names resource. A nil Limiter names none.
+func (l *Limiter) Names(resource string) bool {
+	return l != nil && len(l.byResource[resource]) > 0
+}
+
+// Reads reports whether a rule (of any domain) of resource reads param. A nil Limiter reads
+// none.
+func (l *Limiter) Reads(resource, param string) bool {
+	if l == nil {
+		return false
+	}
+	for _, i := range l.byResource[resource] {
+		if l.rules[i].Param == param {
+			return true
+		}
+	}
+	return false
+}
+
 // Check checks every entry against every rule of its resource, all or nothing: a request blocked
 // by any rule or value consumes nothing from the others. st, when not nil, has one element per
 // entry and is filled with each entry's tightest status.
