@@ -92,10 +92,10 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 			if e.Release && !rs.takesRelease {
 				continue // this rule ignores releases
 			}
-			isRemote := rs.rule.Cluster && l.opts.Remote != nil
+			isRemote := rs.cluster && l.opts.Remote != nil
 			for pi := range e.Params {
 				p := &e.Params[pi]
-				if p.Name != rs.rule.Param {
+				if p.Name != rs.param {
 					continue
 				}
 				leaseID := ""
@@ -103,11 +103,11 @@ func (l *Limiter) collect(entries []Entry, opt CheckOptions, ops []op) ([]op, in
 					leaseID = e.LeaseID
 				}
 				for _, v := range p.Values {
-					if rs.rule.Match != nil {
-						if !rs.rule.Match.Match(v) {
+					if rs.match != nil {
+						if !rs.match.Match(v) {
 							continue
 						}
-						v = keyOf(rs.rule.Match, v)
+						v = keyOf(rs.match, v)
 					}
 					if len(ops) == cap(ops) {
 						ops, pooled = grow(ops, pooled)
@@ -188,7 +188,7 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 		if sl.overflow { // refused for a full ledger (OverflowRefuse): nothing to take or give back
 			if !o.release {
 				o.blocked, o.retry = true, overflowRetry
-				blocked = blocked || !o.rs.rule.Shadow
+				blocked = blocked || !o.rs.shadow
 			}
 			continue
 		}
@@ -210,7 +210,7 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			o.applied = false
 			if !ok {
 				o.blocked = true
-				blocked = blocked || !o.rs.rule.Shadow
+				blocked = blocked || !o.rs.shadow
 			}
 			continue
 		}
@@ -219,7 +219,7 @@ func (l *Limiter) reserve(now int64, ops []op, fb bool, opt *CheckOptions) bool 
 			continue
 		}
 		o.blocked = true
-		if !o.rs.rule.Shadow {
+		if !o.rs.shadow {
 			blocked = true
 		}
 	}
@@ -252,11 +252,11 @@ func (l *Limiter) finish(now int64, ops []op, allowed bool, opt *CheckOptions, s
 		if !o.release {
 			sl.count(uint32(now/o.rs.window), allowed && !o.blocked, o.blocked)
 		}
-		if st == nil || o.rs.rule.Shadow {
+		if st == nil || o.rs.shadow {
 			continue
 		}
 		// o's limit as it stands, for rate-limit headers
-		c := Status{Rule: o.rs.index, Limit: o.lim.count, Duration: o.rs.statusDur}
+		c := Status{Rule: int(o.rs.index), Limit: o.lim.count, Duration: o.rs.statusDur}
 		switch o.rs.kind { // the kinds called directly: a call frame less than kind.status
 		case kindReject:
 			c.Remaining, c.ResetAfter = rejectKind{}.status(o, &sl.st, now, opt)
@@ -302,7 +302,7 @@ func decide(d *Decision, ops []op, allowed bool) (blockSeq, shadowSeq int32) {
 		if !o.blocked {
 			continue
 		}
-		if o.rs.rule.Shadow {
+		if o.rs.shadow {
 			if shadowSeq < 0 || o.seq < shadowSeq {
 				d.ShadowBlocked, d.Shadow, shadowSeq = true, blockOf(o), o.seq
 			}

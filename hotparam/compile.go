@@ -73,38 +73,53 @@ func identityOf(r *Rule) identity {
 	return identity{r.Resource, r.Domain, r.Param, r.Grade, r.Behavior, r.Duration, r.Cluster, r.Postpaid}
 }
 
-// ruleState is a rule compiled for checking, with the state of its values.
+// ruleState is a rule compiled for checking, with the state of its values. It keeps what a
+// Check, Sweep and eviction read, and nothing of its Rule else: the Rule is the Limiter's
+// (Limiter.rules, at index), so that an idle rule costs little more than its Rule and its
+// store. What only a cluster rule needs is behind cl; a rule's identity and ID are worked out
+// from its Rule when they are needed.
 type ruleState struct {
-	rule  Rule
-	index int
-	kind  kind
-	// takesRelease, leased, inFlight and statusDur are the kind's (see kindMethods), for the
-	// rule: read by every Check.
-	takesRelease, leased, inFlight bool
-	statusDur                      time.Duration
-	def                            limit             // for values without an exception item
-	items                          map[string]*limit // exception items; nil when none
-	// fbDef and fbItems are a cluster rule's limits on local state when the Remote fails
-	// (see fallbackShare: the replicas together never exceed the rule).
+	param string
+	match Matcher // the Rule's
+	// takesRelease, leased and inFlight are the kind's (see kindMethods), for the rule; cluster,
+	// shadow, refund and postpaid the Rule's: read by every Check.
+	takesRelease, leased, inFlight    bool
+	cluster, shadow, refund, postpaid bool
+	kind                              kind
+	overflow                          Overflow // the rule's, or the Options' default
+	index                             int32    // in Limiter.rules
+	nth                               int32    // how many earlier rules of the set share its identity
+	statusDur                         time.Duration
+	window                            int64             // ns, of the Top counters
+	def                               limit             // for values without an exception item
+	items                             map[string]*limit // exception items; nil when none
+	lease                             int64             // ns
+	maxQ                              int64             // ns
+	stateBudget                       int64             // bytes: the rule's, or the Options' default
+	store                             *store
+	cl                                *clusterRule // nil unless the rule is a Cluster rule
+	resource                          string
+}
+
+// clusterRule is what only a cluster rule needs.
+type clusterRule struct {
+	id string // RemoteOp.RuleID
+	// fbDef and fbItems are the limits on local state when the Remote fails (see
+	// fallbackShare: the replicas together never exceed the rule).
 	fbDef   limit
 	fbItems map[string]*limit
-	lease   int64 // ns
-	maxQ    int64 // ns
-	window  int64 // ns, of the Top counters
-	// stateBudget (bytes) and overflow are the rule's, or the Options' defaults.
-	stateBudget int64
-	overflow    Overflow
-	store       *store
-	id          string // RemoteOp.RuleID
-	ident       identity
-	nth         int // how many earlier rules of the set share ident
+	// what a RemoteOp carries of the Rule
+	grade    Grade
+	behavior Behavior
+	burst    int64
+	duration time.Duration
 }
 
 // limitOf returns the threshold for value v; fallback selects a cluster rule's local fallback.
 func (rs *ruleState) limitOf(v string, fallback bool) *limit {
 	def, items := &rs.def, rs.items
-	if fallback {
-		def, items = &rs.fbDef, rs.fbItems
+	if fallback && rs.cl != nil {
+		def, items = &rs.cl.fbDef, rs.cl.fbItems
 	}
 	if items != nil {
 		if l, ok := items[v]; ok {
@@ -132,27 +147,31 @@ func fallbackShare(count, burst, n int64) (int64, int64) {
 // errPostpaid refuses a postpaid rule of another kind than reject, or with Refund.
 var errPostpaid = errors.New("postpaid applies only to qps reject rules without refund")
 
-func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
+func compile(i int, r *Rule, opts *Options, nth int) (*ruleState, error) {
 	replicas := opts.Replicas
-	rs := &ruleState{rule: r, index: i, ident: identityOf(&r), nth: nth}
+	rs := &ruleState{param: r.Param, match: r.Match, resource: r.Resource, index: int32(i), nth: int32(nth),
+		cluster: r.Cluster, shadow: r.Shadow, refund: r.Refund, postpaid: r.Postpaid}
 	wrap := func(err error) error {
 		return fmt.Errorf("hotparam: rule %d (resource %q, param %q): %w", i, r.Resource, r.Param, err)
 	}
-	k, err := kindOf(&r)
+	k, err := kindOf(r)
 	if err == nil {
-		err = k.check(&r)
+		err = k.check(r)
 	}
 	if err != nil {
 		return nil, wrap(err)
 	}
 	rs.kind = k
-	rs.takesRelease, rs.leased, rs.inFlight = k.takesRelease(&r), k.leased(&r), k.inFlight()
-	rs.statusDur = k.statusDuration(&r)
+	rs.takesRelease, rs.leased, rs.inFlight = k.takesRelease(r), k.leased(r), k.inFlight()
+	rs.statusDur = k.statusDuration(r)
 	if r.Capacity < 0 || r.Lease < 0 || r.MaxQueueingTime < 0 {
 		return nil, wrap(fmt.Errorf("negative capacity, lease or max queueing time"))
 	}
 	if replicas < 1 {
 		replicas = 1
+	}
+	if r.Cluster {
+		rs.cl = &clusterRule{id: ruleID(*r, nth), grade: r.Grade, behavior: r.Behavior, burst: r.Burst, duration: r.Duration}
 	}
 	build := func(count int64) (limit, limit, error) {
 		l, err := k.newLimit(count, r.Burst, r.Duration)
@@ -166,13 +185,17 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 		fb, err := k.newLimit(c, b, r.Duration)
 		return l, fb, err
 	}
-	if rs.def, rs.fbDef, err = build(r.Count); err != nil {
+	var fb limit
+	if rs.def, fb, err = build(r.Count); err != nil {
 		return nil, wrap(err)
+	}
+	if rs.cl != nil {
+		rs.cl.fbDef = fb
 	}
 	if len(r.Items) > 0 {
 		rs.items = make(map[string]*limit, len(r.Items))
-		if r.Cluster {
-			rs.fbItems = make(map[string]*limit, len(r.Items))
+		if rs.cl != nil {
+			rs.cl.fbItems = make(map[string]*limit, len(r.Items))
 		}
 		for v, c := range r.Items {
 			l, fb, err := build(c)
@@ -180,8 +203,8 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 				return nil, wrap(fmt.Errorf("item %q: %w", v, err))
 			}
 			rs.items[v] = &l
-			if r.Cluster {
-				rs.fbItems[v] = &fb
+			if rs.cl != nil {
+				rs.cl.fbItems[v] = &fb
 			}
 		}
 	}
@@ -198,18 +221,17 @@ func compile(i int, r Rule, opts *Options, nth int) (*ruleState, error) {
 	if rs.overflow > OverflowRefuse {
 		return nil, wrap(fmt.Errorf("unknown overflow %d", rs.overflow))
 	}
-	rs.window = int64(max(k.topWindow(&r), time.Second))
+	rs.window = int64(max(k.topWindow(r), time.Second))
 	if opts.TopWindow > 0 {
 		rs.window = int64(max(opts.TopWindow, time.Second))
 	}
-	rs.id = ruleID(r, nth)
 	return rs, nil
 }
 
 // ruleID is a rule's RemoteOp.RuleID: its quoted resource and param, grade, behavior, duration
 // in ns and nth, joined by "|", and for a rule with a Domain "|d" and the quoted domain (so the
 // IDs, and the shared store's keys, of rules without one are what they were before domains).
-// It is built in one buffer (a reload may compile every rule).
+// It is built in one buffer (a reload may compile every rule); only a cluster rule keeps it.
 func ruleID(r Rule, nth int) string {
 	var arr [128]byte // on the stack: the string is the only allocation of a usual rule
 	buf := arr[:0]
@@ -234,13 +256,16 @@ func ruleID(r Rule, nth int) string {
 	return string(buf)
 }
 
-// capacity is the rule's Capacity or the default.
-func (rs *ruleState) capacity() int {
-	if rs.rule.Capacity > 0 {
-		return rs.rule.Capacity
+// capacityOf is r's Capacity or the default.
+func capacityOf(r *Rule) int {
+	if r.Capacity > 0 {
+		return r.Capacity
 	}
 	return DefaultCapacity
 }
+
+// idOf is the RemoteOp.RuleID of rule i, whether it is a cluster rule or not.
+func (l *Limiter) idOf(i int) string { return ruleID(l.rules[i], int(l.compiled[i].nth)) }
 
 // build compiles rules, taking the store of each rule from old (matched by identity and order)
 // or making a fresh one. A rule equal to the one of old it takes the store of is not compiled
@@ -266,23 +291,23 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	fresh := make([]bool, len(rules)) // compiled now, not shared
 	for i := range rules {
 		r := &rules[i]
-		if prev := from[i]; prev != nil && sameOpts && sameRule(&prev.rule, r) {
-			if prev.index != i {
+		if prev := from[i].rs; prev != nil && sameOpts && sameRule(from[i].rule, r) {
+			if int(prev.index) != i {
 				moved := *prev
-				moved.index = i
+				moved.index = int32(i)
 				prev = &moved
 			}
 			l.compiled[i] = prev
 			continue
 		}
-		rs, err := compile(i, *r, &opts, int(nth[i]))
+		rs, err := compile(i, r, &opts, int(nth[i]))
 		if err != nil {
 			return nil, err
 		}
 		l.compiled[i] = rs
 		fresh[i] = true
 	}
-	if err := checkRemote(l.compiled, opts.Remote); err != nil {
+	if err := checkRemote(rules, l.compiled, opts.Remote); err != nil {
 		return nil, err
 	}
 	l.retired = retire(l.compiled, old)
@@ -297,14 +322,14 @@ func build(rules []Rule, opts Options, old *Limiter) (*Limiter, error) {
 	// the calls of old meanwhile, and only a rule compiled now, which nothing else reads yet, is
 	// written.
 	for i, rs := range l.compiled {
-		prev := from[i]
+		prev := from[i].rs
 		switch {
 		case !fresh[i]:
 		case prev != nil:
 			rs.store = prev.store
-			rs.store.setCapacity(rs.capacity())
+			rs.store.setCapacity(capacityOf(&rules[i]))
 		default:
-			rs.store = newStore(l.seq.Add(1), rs.capacity(), l.budget)
+			rs.store = newStore(l.seq.Add(1), capacityOf(&rules[i]), l.budget)
 		}
 		rs.store.owner.Store(rs)
 	}
@@ -333,36 +358,43 @@ func resourceIndex(rules []Rule, old *Limiter) map[string][]int32 {
 	return idx
 }
 
+// prior is a compiled rule of an earlier set with its Rule: one of old's, or a retired one.
+type prior struct {
+	rs   *ruleState
+	rule *Rule
+}
+
 // match returns, for each rule, how many earlier rules share its identity (nth), and the
-// compiled rule of old with the same identity and nth (from; nil when none, or old is nil).
-func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int32, from []*ruleState) {
+// compiled rule of old with the same identity and nth (from; none when there is none, or old
+// is nil).
+func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int32, from []prior) {
 	nth = make([]int32, len(rules))
-	from = make([]*ruleState, len(rules))
+	from = make([]prior, len(rules))
 	type key struct {
 		id  identity
-		nth int
+		nth int32
 	}
 	if len(byResource) == len(rules) {
 		// One rule a resource: every nth is 0, and a rule matches old's rule of its resource,
 		// found by one lookup (none when old's index is this one: no rule moved).
 		for i := range rules {
-			var prev *ruleState
+			j := -1
+			id := identityOf(&rules[i])
 			switch {
 			case old == nil:
 			case len(old.byResource) == len(old.rules) && len(old.rules) == len(rules) && old.rules[i].Resource == rules[i].Resource:
-				prev = old.compiled[i]
+				j = i
 			default:
 				// Each group of old is scanned once at most, as no two new rules share it.
-				id := identityOf(&rules[i])
-				for _, j := range old.byResource[rules[i].Resource] {
-					if c := old.compiled[j]; c.nth == 0 && c.ident == id {
-						prev = c
+				for _, k := range old.byResource[rules[i].Resource] {
+					if old.compiled[k].nth == 0 && identityOf(&old.rules[k]) == id {
+						j = int(k)
 						break
 					}
 				}
 			}
-			if prev != nil && prev.ident == identityOf(&rules[i]) {
-				from[i] = prev
+			if j >= 0 && identityOf(&old.rules[j]) == id {
+				from[i] = prior{old.compiled[j], &old.rules[j]}
 			}
 		}
 		return nth, from
@@ -374,8 +406,8 @@ func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int
 		}
 		if len(idx) == 1 && len(was) <= 1 {
 			if len(was) == 1 {
-				if prev := old.compiled[was[0]]; prev.ident == identityOf(&rules[idx[0]]) {
-					from[idx[0]] = prev
+				if j := was[0]; identityOf(&old.rules[j]) == identityOf(&rules[idx[0]]) {
+					from[idx[0]] = prior{old.compiled[j], &old.rules[j]}
 				}
 			}
 			continue
@@ -389,13 +421,12 @@ func match(rules []Rule, byResource map[string][]int32, old *Limiter) (nth []int
 		if len(was) == 0 {
 			continue
 		}
-		kept := make(map[key]*ruleState, len(was))
+		kept := make(map[key]prior, len(was))
 		for _, j := range was {
-			prev := old.compiled[j]
-			kept[key{prev.ident, prev.nth}] = prev
+			kept[key{identityOf(&old.rules[j]), old.compiled[j].nth}] = prior{old.compiled[j], &old.rules[j]}
 		}
 		for _, i := range idx {
-			from[i] = kept[key{identityOf(&rules[i]), int(nth[i])}]
+			from[i] = kept[key{identityOf(&rules[i]), nth[i]}]
 		}
 	}
 	return nth, from
@@ -414,35 +445,36 @@ func sameRule(a, b *Rule) bool {
 
 // checkRemote asks a Remote that implements RemoteChecker whether it can hold each Cluster rule
 // at the rule's largest count (Count or its largest item).
-func checkRemote(compiled []*ruleState, r Remote) error {
+func checkRemote(rules []Rule, compiled []*ruleState, r Remote) error {
 	rc, ok := r.(RemoteChecker)
 	if !ok {
 		return nil
 	}
-	for _, rs := range compiled {
-		if !rs.rule.Cluster {
+	for i, rs := range compiled {
+		rule := &rules[i]
+		if !rule.Cluster {
 			continue
 		}
 		op := RemoteOp{
-			RuleID:   rs.id,
-			Grade:    rs.rule.Grade,
-			Behavior: rs.rule.Behavior,
-			Count:    rs.rule.Count,
-			Burst:    rs.rule.Burst,
-			Duration: rs.rule.Duration,
-			MaxWait:  rs.rule.MaxQueueingTime,
+			RuleID:   rs.cl.id,
+			Grade:    rule.Grade,
+			Behavior: rule.Behavior,
+			Count:    rule.Count,
+			Burst:    rule.Burst,
+			Duration: rule.Duration,
+			MaxWait:  rule.MaxQueueingTime,
 			Lease:    durationOf(rs.lease),
 			Hits:     1,
-			Refund:   rs.rule.Refund,
-			Postpaid: rs.rule.Postpaid,
-			Shadow:   rs.rule.Shadow,
+			Refund:   rule.Refund,
+			Postpaid: rule.Postpaid,
+			Shadow:   rule.Shadow,
 		}
-		for _, c := range rs.rule.Items {
+		for _, c := range rule.Items {
 			op.Count = max(op.Count, c)
 		}
 		if err := rc.CheckOp(op); err != nil {
 			return fmt.Errorf("hotparam: rule %d (resource %q, param %q): the shared store cannot hold it: %w",
-				rs.index, rs.rule.Resource, rs.rule.Param, err)
+				i, rule.Resource, rule.Param, err)
 		}
 	}
 	return nil
@@ -457,22 +489,31 @@ func checkRemote(compiled []*ruleState, r Remote) error {
 // retiredKey is what a retired rule is found again by.
 type retiredKey struct {
 	id  identity
-	nth int
+	nth int32
+}
+
+// retiredRule is a retired rule with its Rule (the set it was compiled from is gone).
+type retiredRule struct {
+	rs   *ruleState
+	rule Rule
 }
 
 // retiredFrom gives each rule that matched no rule of old the retired rule of old with its
 // identity and order, if any.
-func retiredFrom(rules []Rule, nth []int32, from []*ruleState, old *Limiter) {
+func retiredFrom(rules []Rule, nth []int32, from []prior, old *Limiter) {
 	if old == nil || len(old.retired) == 0 {
 		return
 	}
-	byKey := make(map[retiredKey]*ruleState, len(old.retired))
-	for _, rs := range old.retired {
-		byKey[retiredKey{rs.ident, rs.nth}] = rs
+	byKey := make(map[retiredKey]*retiredRule, len(old.retired))
+	for k := range old.retired {
+		rr := &old.retired[k]
+		byKey[retiredKey{identityOf(&rr.rule), rr.rs.nth}] = rr
 	}
 	for i := range rules {
-		if from[i] == nil {
-			from[i] = byKey[retiredKey{identityOf(&rules[i]), int(nth[i])}]
+		if from[i].rs == nil {
+			if rr := byKey[retiredKey{identityOf(&rules[i]), nth[i]}]; rr != nil {
+				from[i] = prior{rr.rs, &rr.rule}
+			}
 		}
 	}
 }
@@ -480,7 +521,7 @@ func retiredFrom(rules []Rule, nth []int32, from []*ruleState, old *Limiter) {
 // retire returns the retired rules of a Limiter compiled from old: old's rules and retired
 // rules whose stores no rule of compiled took, but for those whose stores are empty; of two of
 // one identity and order, the one retired last.
-func retire(compiled []*ruleState, old *Limiter) []*ruleState {
+func retire(compiled []*ruleState, old *Limiter) []retiredRule {
 	if old == nil {
 		return nil
 	}
@@ -488,22 +529,22 @@ func retire(compiled []*ruleState, old *Limiter) []*ruleState {
 	for _, rs := range compiled {
 		taken[rs.store] = true
 	}
-	var out []*ruleState
+	var out []retiredRule
 	seen := make(map[retiredKey]bool)
-	add := func(rs *ruleState) {
-		k := retiredKey{rs.ident, rs.nth}
+	add := func(rs *ruleState, r *Rule) {
+		k := retiredKey{identityOf(r), rs.nth}
 		if taken[rs.store] || seen[k] || rs.store.idle() {
 			return
 		}
 		seen[k] = true
 		taken[rs.store] = true
-		out = append(out, rs)
+		out = append(out, retiredRule{rs, *r})
 	}
-	for _, rs := range old.compiled {
-		add(rs)
+	for i, rs := range old.compiled {
+		add(rs, &old.rules[i])
 	}
-	for _, rs := range old.retired {
-		add(rs)
+	for i := range old.retired {
+		add(old.retired[i].rs, &old.retired[i].rule)
 	}
 	return out
 }

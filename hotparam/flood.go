@@ -275,7 +275,7 @@ func (sh *shard) overflowed(rs *ruleState, how Overflow) {
 	if report == nil || (last != 0 && sh.clock-last < reportPeriod) || !st.reported.CompareAndSwap(last, max(sh.clock, 1)) {
 		return
 	}
-	(*report)(OverflowEvent{Rule: rs.index, Resource: rs.rule.Resource, Param: rs.rule.Param,
+	(*report)(OverflowEvent{Rule: int(rs.index), Resource: rs.resource, Param: rs.param,
 		Overflow: how, Total: total, Bytes: st.ledgerBytes.Load()})
 }
 

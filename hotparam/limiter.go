@@ -179,10 +179,11 @@ type Limiter struct {
 	budget *budget
 	// retired are rules of earlier sets that this one dropped, kept with their state until it
 	// is back to the default (see retire).
-	retired []*ruleState
+	retired []retiredRule
 }
 
-// New builds a Limiter with fresh state for rules.
+// New builds a Limiter with fresh state for rules. The Limiter keeps rules (see Rules): the
+// caller must not modify them afterwards.
 func New(rules []Rule, opts Options) (*Limiter, error) { return build(rules, opts, nil) }
 
 // Reload builds a Limiter for rules that keeps the state of every rule of l whose identity
@@ -203,6 +204,25 @@ func (l *Limiter) Reload(rules []Rule, opts Options) (*Limiter, error) {
 
 // Rules returns the rules in force. The caller must not modify them.
 func (l *Limiter) Rules() []Rule { return l.rules }
+
+// Names reports whether a rule (of any domain) names resource. A nil Limiter names none.
+func (l *Limiter) Names(resource string) bool {
+	return l != nil && len(l.byResource[resource]) > 0
+}
+
+// Reads reports whether a rule (of any domain) of resource reads param. A nil Limiter reads
+// none.
+func (l *Limiter) Reads(resource, param string) bool {
+	if l == nil {
+		return false
+	}
+	for _, i := range l.byResource[resource] {
+		if l.rules[i].Param == param {
+			return true
+		}
+	}
+	return false
+}
 
 // Check checks every entry against every rule of its resource, all or nothing: a request blocked
 // by any rule or value consumes nothing from the others. st, when not nil, has one element per

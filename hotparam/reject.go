@@ -64,7 +64,7 @@ func flag(b bool) int64 {
 
 func (rejectKind) reserve(o *op, s *state, now int64, _ *CheckOptions) (ok, decided bool) {
 	o.lim.refill(s, now)
-	if o.rs.rule.Refund {
+	if o.rs.refund {
 		o.sh.expire(o.slot, now)
 	}
 	if o.release {
@@ -95,7 +95,7 @@ func (rejectKind) reserve(o *op, s *state, now int64, _ *CheckOptions) (ok, deci
 	if !ok {
 		_, at := s.bucket()
 		o.retry += max(at-now, 0) // a caller whose clock lags the bucket's
-	} else if o.rs.rule.Refund && o.lid != 0 && !o.probe {
+	} else if o.rs.refund && o.lid != 0 && !o.probe {
 		exp := now + o.rs.lease
 		o.sh.record(o.slot, o.hits, exp, o.lid)
 		o.setRecord(exp, true)
@@ -146,7 +146,7 @@ func (rejectKind) idle(rs *ruleState, sh *shard, i int32, now int64) bool {
 func (rejectKind) backAt(rs *ruleState, sh *shard, i int32) uint64 {
 	sl := sh.at(i)
 	s := &sl.st
-	lim := rs.limitOf(sl.key.view(), rs.rule.Cluster)
+	lim := rs.limitOf(sl.key.view(), rs.cluster)
 	if lim.p == 0 || s.scale == 0 {
 		return 0
 	}
@@ -169,7 +169,7 @@ func (rejectKind) restore(rs *ruleState, sh *shard, i int32, v uint64, lim *limi
 	switch d := until - now; {
 	case d < lim.ttf:
 		units = int64(lim.full - min(uint64(d)*lim.p, lim.full)) // d < ttf: d*p < full+p
-	case rs.rule.Postpaid:
+	case rs.postpaid:
 		// in debt: full - d*p, at most one bucket below empty (d < 2*ttf: d*p < 2*full+2*p,
 		// within int64 for a postpaid limit)
 		units = -int64(lim.full)

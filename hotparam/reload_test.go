@@ -137,9 +137,9 @@ func TestReloadMatchesSameIdentityInOrder(t *testing.T) {
 	if l2.compiled[0].store != l.compiled[0].store || l2.compiled[1].store != l.compiled[1].store {
 		t.Fatal("stores not matched by identity and order")
 	}
-	if l2.compiled[0].id == l2.compiled[1].id || l2.compiled[1].id != l.compiled[1].id {
+	if l2.idOf(0) == l2.idOf(1) || l2.idOf(1) != l.idOf(1) {
 		t.Fatalf("rule ids %q %q (old %q): want distinct, and stable across the reload",
-			l2.compiled[0].id, l2.compiled[1].id, l.compiled[1].id)
+			l2.idOf(0), l2.idOf(1), l.idOf(1))
 	}
 }
 

@@ -125,7 +125,7 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		if o.rk < 0 || res[o.rk].Allowed || o.release || o.charge() {
 			continue
 		}
-		if o.rs.rule.Shadow {
+		if o.rs.shadow {
 			if shadow == nil || o.seq < shadow.seq {
 				shadow = o
 			}
@@ -166,10 +166,10 @@ func (l *Limiter) cluster(ctx context.Context, now int64, ops []op, opt *CheckOp
 		if allowed && r.Wait > d.Wait {
 			d.Wait = r.Wait
 		}
-		if st == nil || o.rs.rule.Shadow {
+		if st == nil || o.rs.shadow {
 			continue
 		}
-		c := Status{Rule: o.rs.index, Limit: rops[o.rk].Count, Duration: o.rs.statusDur,
+		c := Status{Rule: int(o.rs.index), Limit: rops[o.rk].Count, Duration: o.rs.statusDur,
 			Remaining: r.Remaining, ResetAfter: r.ResetAfter}
 		if !r.Allowed {
 			c.RetryAfter = max(r.RetryAfter, 1)
@@ -194,7 +194,7 @@ func (l *Limiter) fallback(now int64, ops []op, opt *CheckOptions, st []Status) 
 		var first *op
 		for i := range ops {
 			o := &ops[i]
-			if o.remote && !o.release && !o.charge() && !o.rs.rule.Shadow && (first == nil || o.seq < first.seq) {
+			if o.remote && !o.release && !o.charge() && !o.rs.shadow && (first == nil || o.seq < first.seq) {
 				first = o
 			}
 		}
@@ -242,27 +242,27 @@ func revert(now int64, ops []op) {
 
 // remoteOp is o as the Remote takes it.
 func remoteOp(now int64, o *op, opt *CheckOptions) RemoteOp {
-	r := &o.rs.rule
-	lim := o.rs.limitOf(o.value, false)
+	rs, cl := o.rs, o.rs.cl
+	lim := rs.limitOf(o.value, false)
 	return RemoteOp{
-		RuleID:   o.rs.id,
+		RuleID:   cl.id,
 		Value:    o.value,
-		Grade:    r.Grade,
-		Behavior: r.Behavior,
+		Grade:    cl.grade,
+		Behavior: cl.behavior,
 		Count:    lim.count,
-		Burst:    r.Burst,
-		Duration: r.Duration,
+		Burst:    cl.burst,
+		Duration: cl.duration,
 		MaxWait:  durationOf(maxWait(o.rs, now, opt)),
 		Lease:    durationOf(o.rs.lease),
 		Hits:     o.hits,
 		Release:  o.release || o.charge(),
 		Probe:    o.probe,
 		LeaseID:  o.leaseID,
-		Refund:   r.Refund,
-		Postpaid: r.Postpaid,
-		Shadow:   r.Shadow,
+		Refund:   rs.refund,
+		Postpaid: rs.postpaid,
+		Shadow:   rs.shadow,
 	}
 }
 
 // charge reports whether o is a postpaid rule's charge (see Rule.Postpaid).
-func (o *op) charge() bool { return o.rs.rule.Postpaid && !o.probe && !o.release }
+func (o *op) charge() bool { return o.rs.postpaid && !o.probe && !o.release }

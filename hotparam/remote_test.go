@@ -64,12 +64,12 @@ func TestRemoteGetsClusterOpsOncePerCheck(t *testing.T) {
 		t.Fatalf("calls %+v, want one call with 3 ops", f.calls)
 	}
 	got := f.calls[0]
-	want0 := RemoteOp{RuleID: l.compiled[1].id, Value: "vip", Grade: QPS, Behavior: Reject, Count: 50, Burst: 2,
+	want0 := RemoteOp{RuleID: l.idOf(1), Value: "vip", Grade: QPS, Behavior: Reject, Count: 50, Burst: 2,
 		Duration: time.Second, MaxWait: 0, Lease: DefaultLease, Hits: 2}
 	if got[0] != want0 {
 		t.Errorf("op 0 %+v, want %+v", got[0], want0)
 	}
-	want1 := RemoteOp{RuleID: l.compiled[2].id, Value: "x", Grade: QPS, Behavior: Throttle, Count: 5,
+	want1 := RemoteOp{RuleID: l.idOf(2), Value: "x", Grade: QPS, Behavior: Throttle, Count: 5,
 		Duration: time.Second, MaxWait: 300 * time.Millisecond, Lease: DefaultLease, Hits: 2, Shadow: true}
 	if got[1] != want1 {
 		t.Errorf("op 1 %+v, want %+v", got[1], want1)
@@ -218,8 +218,8 @@ func TestRuleIDStableAcrossReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l2.compiled[1].id != l.compiled[1].id || l2.compiled[0].id != l.compiled[2].id {
-		t.Fatalf("ids changed: %q %q vs %q %q", l2.compiled[0].id, l2.compiled[1].id, l.compiled[2].id, l.compiled[1].id)
+	if l2.idOf(1) != l.idOf(1) || l2.idOf(0) != l.idOf(2) {
+		t.Fatalf("ids changed: %q %q vs %q %q", l2.idOf(0), l2.idOf(1), l.idOf(2), l.idOf(1))
 	}
 }
 
@@ -240,10 +240,10 @@ func TestRemoteOpCarriesLeaseID(t *testing.T) {
 		call, op int
 		want     RemoteOp
 	}{
-		{0, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, LeaseID: "req-1"}},
-		{0, 1, RemoteOp{RuleID: l.compiled[1].id, Value: "v", Count: 5, Duration: time.Second, Lease: DefaultLease, Hits: 1}}, // qps: no lease id
-		{1, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, Release: true, LeaseID: "req-1"}},
-		{2, 0, RemoteOp{RuleID: l.compiled[0].id, Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1}},
+		{0, 0, RemoteOp{RuleID: l.idOf(0), Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, LeaseID: "req-1"}},
+		{0, 1, RemoteOp{RuleID: l.idOf(1), Value: "v", Count: 5, Duration: time.Second, Lease: DefaultLease, Hits: 1}}, // qps: no lease id
+		{1, 0, RemoteOp{RuleID: l.idOf(0), Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1, Release: true, LeaseID: "req-1"}},
+		{2, 0, RemoteOp{RuleID: l.idOf(0), Value: "v", Grade: Concurrency, Count: 2, Lease: time.Second, Hits: 1}},
 	}
 	if len(f.calls) != 3 || len(f.calls[1]) != 1 {
 		t.Fatalf("calls %+v, want 3, the release's with the concurrency op only", f.calls)

@@ -47,9 +47,9 @@ func TestRemoteCheckerAtNewAndReload(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	want := []RemoteOp{
-		{RuleID: l.compiled[1].id, Grade: QPS, Count: 40, Burst: 3, Duration: time.Minute, Lease: DefaultLease, Hits: 1, Refund: true},
-		{RuleID: l.compiled[2].id, Grade: Concurrency, Count: 5, Lease: time.Second, Hits: 1, Shadow: true},
-		{RuleID: l.compiled[3].id, Behavior: Throttle, Count: 20, Duration: time.Second, MaxWait: time.Second, Lease: DefaultLease, Hits: 1},
+		{RuleID: l.idOf(1), Grade: QPS, Count: 40, Burst: 3, Duration: time.Minute, Lease: DefaultLease, Hits: 1, Refund: true},
+		{RuleID: l.idOf(2), Grade: Concurrency, Count: 5, Lease: time.Second, Hits: 1, Shadow: true},
+		{RuleID: l.idOf(3), Behavior: Throttle, Count: 20, Duration: time.Second, MaxWait: time.Second, Lease: DefaultLease, Hits: 1},
 	}
 	if len(c.checked) != len(want) {
 		t.Fatalf("checked %d ops %+v, want %d (the cluster rules)", len(c.checked), c.checked, len(want))

@@ -13,3 +13,11 @@ func TestSlotSize(t *testing.T) {
 		t.Fatalf("slot is %d bytes, want at most 88", got)
 	}
 }
+
+// TestRuleStateSize guards the per-rule footprint of an idle rule (bench/memory, rules): a
+// compiled rule keeps only what a Check reads, in one 192-byte size class.
+func TestRuleStateSize(t *testing.T) {
+	if got := unsafe.Sizeof(ruleState{}); got > 192 {
+		t.Fatalf("ruleState is %d bytes, want at most 192", got)
+	}
+}

@@ -41,6 +41,6 @@ func offer(cur *Status, c Status) {
 }
 
 func blockOf(o *op) Block {
-	return Block{Entry: int(o.entry), Rule: o.rs.index, Param: o.rs.rule.Param, Value: o.value,
+	return Block{Entry: int(o.entry), Rule: int(o.rs.index), Param: o.rs.param, Value: o.value,
 		Reason: o.rs.kind.reason(), RetryAfter: durationOf(o.retry)}
 }

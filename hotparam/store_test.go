@@ -25,7 +25,7 @@ func TestCapacityBoundsTrackedValuesAndCountsEvictions(t *testing.T) {
 
 func TestDefaultCapacity(t *testing.T) {
 	l := mustNew(t, qps(5, time.Second))
-	if got := l.compiled[0].capacity(); got != DefaultCapacity {
+	if got := capacityOf(&l.rules[0]); got != DefaultCapacity {
 		t.Fatalf("capacity %d, want %d", got, DefaultCapacity)
 	}
 	if got := l.compiled[0].store.capacity.Load(); got != DefaultCapacity {

@@ -14,21 +14,31 @@ import "time"
 func (l *Limiter) Sweep(now time.Time) int {
 	t := now.UnixNano()
 	n := 0
-	for _, rs := range append(l.compiled[:len(l.compiled):len(l.compiled)], l.retired...) {
-		shards := rs.store.current()
-		if shards == nil {
-			continue
-		}
-		for j := range shards {
-			sh := &shards[j]
-			sh.mu.Lock()
-			if !sh.dead {
-				n += sh.sweep(rs, t)
-			}
-			sh.mu.Unlock()
-		}
-		rs.store.dropIfEmpty()
+	for _, rs := range l.compiled {
+		n += rs.sweep(t)
 	}
+	for i := range l.retired {
+		n += l.retired[i].rs.sweep(t)
+	}
+	return n
+}
+
+// sweep sweeps the shards of the rule's store (see Sweep).
+func (rs *ruleState) sweep(now int64) int {
+	shards := rs.store.current()
+	if shards == nil {
+		return 0
+	}
+	n := 0
+	for j := range shards {
+		sh := &shards[j]
+		sh.mu.Lock()
+		if !sh.dead {
+			n += sh.sweep(rs, now)
+		}
+		sh.mu.Unlock()
+	}
+	rs.store.dropIfEmpty()
 	return n
 }
 

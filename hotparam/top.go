@@ -35,7 +35,7 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 	out := make([]RuleTop, len(l.compiled))
 	t := now.UnixNano()
 	for i, rs := range l.compiled {
-		out[i] = RuleTop{Rule: i, Resource: rs.rule.Resource, Param: rs.rule.Param}
+		out[i] = RuleTop{Rule: i, Resource: rs.resource, Param: rs.param}
 		if n <= 0 {
 			continue
 		}

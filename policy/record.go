@@ -12,7 +12,7 @@ import (
 
 // What a call's outcome is counted and audited as: the one record site of both APIs.
 
-// named is the resource of the first entry that some rule of the rules c looks up in names
+// named is the resource of the first entry that some rule of the rules c names
 // (a hot-parameter rule of any kind, an authority rule, shadow rules included), or "": allowed
 // requests are counted under their resource, while the label values stay bounded by the rules.
 func (d *Decider) named(c *ruleCache, entries []descriptors.Entry) string {
@@ -21,7 +21,7 @@ func (d *Decider) named(c *ruleCache, entries []descriptors.Entry) string {
 	}
 	for i := range entries {
 		r := entries[i].Resource
-		if _, ok := c.names[r]; ok || c.set.Authority.Names(r) {
+		if c.set.ParamFlow.Names(r) || c.set.Authority.Names(r) {
 			return r
 		}
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -13,24 +14,29 @@ import (
 // rule set and shared by every call decided by it; it is never changed once made, and safe for
 // concurrent use. A nil *Rules is no rules.
 type Rules struct {
-	version    uint64
-	limitNames []string                   // per hot-parameter rule: param_flow[INDEX] RESOURCE PARAM
-	reads      map[string]map[string]bool // resource -> the params its hot-parameter rules read
-	lookups    *ruleCache                 // the decision path's, of the same rule set
+	version uint64
+	limiter *hotparam.Limiter // the set's; nil when it has none
+	// limitNames holds, per hot-parameter rule, its name once an answer showed it (see
+	// limitName): a rule that never applies costs no string.
+	limitNames []atomic.Pointer[string]
+	lookups    *ruleCache // the decision path's, of the same rule set
 }
 
 func answersOf(set *rulestore.Set) *Rules {
-	r := &Rules{version: set.Version, reads: map[string]map[string]bool{}}
-	for i, pr := range paramFlowRules(set) {
-		r.limitNames = append(r.limitNames, "param_flow["+strconv.Itoa(i)+"] "+pr.Resource+" "+pr.Param)
+	return &Rules{version: set.Version, limiter: set.ParamFlow,
+		limitNames: make([]atomic.Pointer[string], len(paramFlowRules(set)))}
+}
+
+// limitName is the name of hot-parameter rule i (below LimitRules) as an answer shows it:
+// param_flow[INDEX] RESOURCE PARAM, made on its first use.
+func (r *Rules) limitName(i int) string {
+	if p := r.limitNames[i].Load(); p != nil {
+		return *p
 	}
-	for _, pr := range set.Rules.ParamFlow {
-		if r.reads[pr.Resource] == nil {
-			r.reads[pr.Resource] = map[string]bool{}
-		}
-		r.reads[pr.Resource][pr.Param] = true
-	}
-	return r
+	pr := &r.limiter.Rules()[i]
+	name := "param_flow[" + strconv.Itoa(i) + "] " + pr.Resource + " " + pr.Param
+	r.limitNames[i].CompareAndSwap(nil, &name)
+	return *r.limitNames[i].Load()
 }
 
 // Version is the version of the rule set.
@@ -54,7 +60,7 @@ func (r *Rules) Reads(resource, param string) bool {
 	if r == nil {
 		return false
 	}
-	return r.reads[resource][param]
+	return r.limiter.Reads(resource, param)
 }
 
 // Limit is what the hot-parameter rule that applied to one entry says of it, as an answer
@@ -76,7 +82,7 @@ func (r *Rules) appendLimits(ls []Limit, st []hotparam.Status) []Limit {
 		s := &st[i]
 		l := Limit{Rule: s.Rule, Limit: s.Limit, Duration: s.Duration, Remaining: s.Remaining, Reset: s.ResetAfter}
 		if s.Rule >= 0 && s.Rule < len(r.limitNames) {
-			l.Name = r.limitNames[s.Rule]
+			l.Name = r.limitName(s.Rule)
 		}
 		ls = append(ls, l)
 	}
@@ -86,8 +92,7 @@ func (r *Rules) appendLimits(ls []Limit, st []hotparam.Status) []Limit {
 // ruleCache is what the decision path looks up in one rule set by resource.
 type ruleCache struct {
 	set      *rulestore.Set
-	names    map[string]struct{} // resources a param-flow rule names
-	throttle map[string]int      // resource -> its first enforcing throttle rule without a domain
+	throttle map[string]int // resource -> its first enforcing throttle rule without a domain
 	// domainThrottle: domain -> resource -> the first enforcing throttle rule that applies to
 	// the domain's calls (its own or one without a domain), for the resources the domain's
 	// throttle rules name; nil when no throttle rule has a domain.
@@ -105,13 +110,12 @@ func (d *Decider) cache(set *rulestore.Set) *ruleCache {
 		return c
 	}
 	prev := c
-	c = &ruleCache{set: set, names: make(map[string]struct{}), throttle: make(map[string]int), answers: answersOf(set)}
+	c = &ruleCache{set: set, throttle: make(map[string]int), answers: answersOf(set)}
 	c.answers.lookups = c
 	if d.unenforced != nil {
 		c.unenforced = watches(set, prev)
 	}
 	for i, r := range paramFlowRules(set) {
-		c.names[r.Resource] = struct{}{}
 		if r.Behavior != hotparam.Throttle || r.Shadow {
 			continue
 		}

@@ -1,7 +1,7 @@
 package rulestore
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 
@@ -28,8 +28,8 @@ type Document struct {
 func (s *Store) LoadDocuments(docs []Document, version uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := documentsKey(docs)
-	if s.hasApplied && bytes.Equal(key, s.applied) {
+	key := documentsSum(docs)
+	if s.hasApplied && key == s.applied {
 		s.restored()
 		return nil
 	}
@@ -78,20 +78,22 @@ func (s *Store) Fail(err error) {
 	_ = s.reject(err)
 }
 
-// documentsKey is one byte string that differs whenever docs' names or contents do.
-func documentsKey(docs []Document) []byte {
+// documentsSum stands for docs: the sum of one byte string that differs whenever docs' names
+// or contents do (each name and content preceded by its length), hashed as it is written.
+func documentsSum(docs []Document) contentSum {
+	h := sha256.New()
 	n := 0
+	var num [24]byte
 	for _, d := range docs {
-		n += len(d.Name) + len(d.Data) + 24
+		for _, part := range [][]byte{[]byte(d.Name), d.Data} {
+			b := strconv.AppendInt(num[:0], int64(len(part)), 10)
+			h.Write(append(b, ':'))
+			h.Write(part)
+			n += len(b) + 1 + len(part)
+		}
 	}
-	b := make([]byte, 0, n)
-	for _, d := range docs {
-		b = strconv.AppendInt(b, int64(len(d.Name)), 10)
-		b = append(b, ':')
-		b = append(b, d.Name...)
-		b = strconv.AppendInt(b, int64(len(d.Data)), 10)
-		b = append(b, ':')
-		b = append(b, d.Data...)
-	}
-	return b
+	var sum contentSum
+	h.Sum(sum.sha[:0])
+	sum.n = n
+	return sum
 }

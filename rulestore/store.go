@@ -5,7 +5,7 @@
 package rulestore
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,19 +72,29 @@ type Options struct {
 // of every param-flow rule whose identity is unchanged, see hotparam.Limiter.Reload) and swaps
 // one pointer: a reader of Current sees the old set or the new one, never a mix. A load that
 // fails keeps the set in force and is recorded (LastError) until a load succeeds. A load whose
-// file content is byte-identical to the content in force makes no new version; it calls OnLoad
-// (an applied Event with Restored set) only when it follows a rejected load, since the file is
-// then back to the rules in force. Loads are
-// serialised; OnLoad is called from the loading goroutine and must not call Reload.
+// file content is byte-identical to the content in force (told by its SHA-256) makes no new
+// version; it calls OnLoad (an applied Event with Restored set) only when it follows a rejected
+// load, since the file is then back to the rules in force. Loads are serialised; OnLoad is
+// called from the loading goroutine and must not call Reload.
 type Store struct {
 	opts Options
 	cur  atomic.Pointer[Set]
 	last atomic.Pointer[LoadError]
 
 	mu         sync.Mutex // serialises loads; guards the fields below
-	applied    []byte     // the file content in force
-	hasApplied bool       // applied holds content read from the file (a missing Optional file has none)
+	applied    contentSum // stands for the file content in force
+	hasApplied bool       // applied is of content read from the file (a missing Optional file has none)
 }
+
+// contentSum stands for rules content: its SHA-256 and its length. The Store keeps it rather
+// than the content, as large as the rules' compiled form, only to tell a load of the same
+// content again.
+type contentSum struct {
+	sha [sha256.Size]byte
+	n   int
+}
+
+func sumOf(data []byte) contentSum { return contentSum{sha256.Sum256(data), len(data)} }
 
 // New loads the rules once. A file that fails to load is an error here (there is no last good
 // set yet), unless it is missing and Optional.
@@ -99,12 +109,12 @@ func New(opts Options) (*Store, error) {
 		s.opts.Now = time.Now
 	}
 	if opts.File == "" {
-		return s, s.apply(Rules{}, positions{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, contentSum{}, false)
 	}
 	data, err := load(opts.File)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && opts.Optional:
-		return s, s.apply(Rules{}, positions{}, nil, false)
+		return s, s.apply(Rules{}, positions{}, contentSum{}, false)
 	case err != nil:
 		err = fmt.Errorf("cannot read rules: %w", err)
 		s.emit(Event{File: opts.File, Err: err})
@@ -115,7 +125,7 @@ func New(opts Options) (*Store, error) {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
-	if err := s.apply(rules, pos, data, true); err != nil {
+	if err := s.apply(rules, pos, sumOf(data), true); err != nil {
 		s.emit(Event{File: opts.File, Err: err})
 		return nil, err
 	}
@@ -140,7 +150,7 @@ func (s *Store) Reload() error {
 		return nil
 	case err != nil:
 		return s.reject(fmt.Errorf("cannot read rules: %w", err))
-	case s.hasApplied && bytes.Equal(data, s.applied):
+	case s.hasApplied && sumOf(data) == s.applied:
 		s.restored()
 		return nil
 	}
@@ -148,7 +158,7 @@ func (s *Store) Reload() error {
 	if err != nil {
 		return s.reject(err)
 	}
-	if err := s.apply(rules, pos, data, true); err != nil {
+	if err := s.apply(rules, pos, sumOf(data), true); err != nil {
 		return s.reject(err)
 	}
 	return nil
@@ -163,7 +173,7 @@ func (s *Store) File() string { return s.opts.File }
 func (s *Store) Truncated() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.applied) == 0 || s.opts.File == "" {
+	if s.applied.n == 0 || s.opts.File == "" {
 		return false
 	}
 	fi, err := os.Stat(s.opts.File)
@@ -175,14 +185,15 @@ func (s *Store) Truncated() bool {
 func (s *Store) LastError() *LoadError { return s.last.Load() }
 
 // apply compiles rules and makes them the set in force, with the next version. fromFile says
-// data is the file content they were parsed from. It requires mu held, or s unpublished.
-func (s *Store) apply(rules Rules, pos positions, data []byte, fromFile bool) error {
-	return s.applyVersion(rules, pos, data, fromFile, 0)
+// sum stands for the file content they were parsed from. It requires mu held, or s
+// unpublished.
+func (s *Store) apply(rules Rules, pos positions, sum contentSum, fromFile bool) error {
+	return s.applyVersion(rules, pos, sum, fromFile, 0)
 }
 
 // applyVersion is apply with the version the set gets; 0 (or one not above the version in
 // force) means the next one.
-func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile bool, version uint64) error {
+func (s *Store) applyVersion(rules Rules, pos positions, sum contentSum, fromFile bool, version uint64) error {
 	prev := s.cur.Load()
 	if n := ruleCount(prev); n > 0 && len(rules.Authority)+len(rules.ParamFlow) == 0 {
 		// an explicit empty set is applied, but seldom meant: a dashboard's "delete all", a
@@ -197,7 +208,7 @@ func (s *Store) applyVersion(rules Rules, pos positions, data []byte, fromFile b
 	}
 	s.cur.Store(set)
 	s.last.Store(nil)
-	s.applied, s.hasApplied = data, fromFile
+	s.applied, s.hasApplied = sum, fromFile
 	s.emit(Event{
 		File:     s.name(),
 		Version:  set.Version,

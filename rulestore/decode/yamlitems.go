@@ -29,21 +29,29 @@ import (
 // file, and any part that fails to convert, goes through the library whole, as every file did
 // before, so errors keep their line numbers.
 
-// YAMLItems holds what the last file converted by items was: its text and JSON, and where each
-// list item is in both. It is not safe for concurrent use: the loads of one file, serialised
-// by their owner (the Store), share one. The zero value has converted nothing yet.
+// YAMLItems holds what the last file converted by items was: its JSON, and each list item's
+// place in it with a 128-bit hash of the item's text (two seeded 64-bit hashes), which is what
+// an item of the next file is matched by. It keeps no text of the file: the file's bytes, as
+// large as its JSON, are let go once it is loaded. It is not safe for concurrent use: the
+// loads of one file, serialised by their owner (the Store), share one. The zero value has
+// converted nothing yet.
 type YAMLItems struct {
-	seed  maphash.Seed
-	text  []byte // the file last converted by items
-	js    []byte // its JSON
+	seed  [2]maphash.Seed
+	js    []byte // the JSON of the file last converted by items
 	items []itemSpan
 	// converted is how many list items the last conversion by items converted: the others it
 	// took from the file before.
 	converted int
 }
 
-// itemSpan is one list item: its text in YAMLItems.text, its JSON in YAMLItems.js.
-type itemSpan struct{ from, to, jsFrom, jsTo int32 }
+// itemSpan is one list item: the hash of its text, and its JSON in YAMLItems.js.
+type itemSpan struct {
+	sum          textSum
+	jsFrom, jsTo int32
+}
+
+// textSum is a 128-bit hash of an item's text.
+type textSum [2]uint64
 
 // yamlSection is one top-level key of a file split by items: its text from the key's line to
 // the first item (or to its end when its value is on its own), and its items, items[first:end]
@@ -161,33 +169,36 @@ func (c *YAMLItems) convert(data []byte, keys []string) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	if c.seed == (maphash.Seed{}) {
-		c.seed = maphash.MakeSeed()
+	if c.seed == ([2]maphash.Seed{}) {
+		c.seed = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	}
+	sums := make([]textSum, len(items))
+	for i, it := range items {
+		sums[i] = c.sum(data[it.from:it.to])
 	}
 	// src[i] is the previous file's item that items[i] repeats, or -1: matched in order while
 	// the two files agree, an item changed in place is seen from its neighbours agreeing, and
 	// only a file whose items moved (one inserted or removed) needs a map of them all.
 	src := make([]int32, len(items))
-	var byText map[uint64]int32
+	var byText map[textSum]int32
 	j := 0
-	for i, it := range items {
-		text := data[it.from:it.to]
+	for i, sum := range sums {
 		src[i] = -1
-		if j < len(c.items) && c.same(j, text) {
+		if j < len(c.items) && c.items[j].sum == sum {
 			src[i], j = int32(j), j+1
 			continue
 		}
-		if i+1 == len(items) || (j+1 < len(c.items) && c.same(j+1, data[items[i+1].from:items[i+1].to])) {
+		if i+1 == len(items) || (j+1 < len(c.items) && c.items[j+1].sum == sums[i+1]) {
 			j++ // changed in place
 			continue
 		}
 		if byText == nil {
-			byText = make(map[uint64]int32, len(c.items))
+			byText = make(map[textSum]int32, len(c.items))
 			for k := range c.items {
-				byText[c.hash(k)] = int32(k)
+				byText[c.items[k].sum] = int32(k)
 			}
 		}
-		if k, ok := byText[maphash.Bytes(c.seed, text)]; ok && c.same(int(k), text) {
+		if k, ok := byText[sum]; ok {
 			src[i], j = k, int(k)+1
 		}
 	}
@@ -277,12 +288,12 @@ func (c *YAMLItems) convert(data []byte, keys []string) ([]byte, bool) {
 			} else {
 				js = append(js, conv[i]...)
 			}
-			spans = append(spans, itemSpan{items[i].from, items[i].to, int32(from), int32(len(js))})
+			spans = append(spans, itemSpan{sums[i], int32(from), int32(len(js))})
 		}
 		js = append(js, ']')
 	}
 	js = append(js, '}')
-	c.text, c.js, c.items = data, js, spans
+	c.js, c.items = js, spans
 	c.converted = 0
 	for _, k := range src {
 		if k < 0 {
@@ -292,16 +303,9 @@ func (c *YAMLItems) convert(data []byte, keys []string) ([]byte, bool) {
 	return js, true
 }
 
-// same reports whether the previous file's item k has text.
-func (c *YAMLItems) same(k int, text []byte) bool {
-	it := c.items[k]
-	return bytes.Equal(c.text[it.from:it.to], text)
-}
-
-// hash is the hash of the previous file's item k.
-func (c *YAMLItems) hash(k int) uint64 {
-	it := c.items[k]
-	return maphash.Bytes(c.seed, c.text[it.from:it.to])
+// sum is the hash of an item's text.
+func (c *YAMLItems) sum(text []byte) textSum {
+	return textSum{maphash.Bytes(c.seed[0], text), maphash.Bytes(c.seed[1], text)}
 }
 
 // Converted is how many list items the last conversion by items converted; the others it took
