@@ -3,7 +3,9 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -135,7 +137,7 @@ func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) erro
 			retry = append(retry, i)
 			continue
 		}
-		if out, err := r.AsIntSlice(); err != nil {
+		if out, err := numbers(r); err != nil {
 			first = cmp.Or(first, err)
 		} else {
 			groups[i].out = out
@@ -149,7 +151,7 @@ func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) erro
 		}
 		s.trips.Add(uint64(len(cmds)))
 		for j, r := range c.DoMulti(ctx, cmds...) {
-			if out, err := r.AsIntSlice(); err != nil {
+			if out, err := numbers(r); err != nil {
 				first = cmp.Or(first, err)
 			} else {
 				groups[retry[j]].out = out
@@ -160,6 +162,28 @@ func (s *Store) exec(ctx context.Context, c rueidis.Client, groups []group) erro
 		return fmt.Errorf("redis store: %w", first)
 	}
 	return nil
+}
+
+// numbers returns the numbers of a script reply: an array of integers (the general path), or
+// a string of little-endian doubles (the fast path's), each an integer below 2^53.
+func numbers(r rueidis.RedisResult) ([]int64, error) {
+	m, err := r.ToMessage()
+	if err != nil {
+		return nil, err
+	}
+	if !m.IsString() {
+		return m.AsIntSlice()
+	}
+	s, _ := m.ToString()
+	if len(s)%8 != 0 {
+		return nil, fmt.Errorf("%w: a string of %d bytes", errBadReply, len(s))
+	}
+	b := []byte(s)
+	out := make([]int64, len(b)/8)
+	for i := range out {
+		out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+	}
+	return out, nil
 }
 
 // undo gives back what the groups that passed consumed when another group blocked or failed:

@@ -34,7 +34,8 @@
 --
 -- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns),
 -- and for a throttle op that took a turn the schedule's end after it (microseconds, fraction;
--- else 0, 0)}. The fast path answers 6 numbers per op: ok and the first five.
+-- else 0, 0)}. The fast path answers 6 numbers per op, ok and the first five, packed as one
+-- string of little-endian doubles (no table to build and convert).
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
 -- arithmetic of Lua is exact. Each state stores its scale; a state read with another scale (the
@@ -99,7 +100,8 @@ if n == 1 or batch then
         if el < cdiv(cap - sx, rate) then x = sx + el * rate end
       end
     end
-    local out, taken = {}, false
+    local out, taken, one = nil, false, nil
+    if batch then out = {} end
     for i = 1, n do
       if i > 1 then
         -- the batch's ops share the key and the rule's numbers: only hits and shadow differ
@@ -116,14 +118,14 @@ if n == 1 or batch then
       end
       local ok = 1
       if allowed == 0 and shadow == 0 then ok = 0 end
-      local b = (i - 1) * 6
-      out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5], out[b + 6] =
-        ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0
+      one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
+      if batch then out[i] = one end
     end
     if taken then
       call('SET', key, pack('<ddd', x, now, dur), 'PXAT', cdiv(now + cdiv(cap - x, rate), 1000))
     end
-    return out
+    if batch then return table.concat(out) end
+    return one
   end
   if batch then return redis.error_reply('batch of ops that are not plain bucket acquisitions') end
 end

@@ -17,7 +17,7 @@ func TestScriptCall(t *testing.T) {
 		t.Fatalf("Script: keys %q", keys)
 	}
 	c := s.client.Load().c
-	out, err := c.Do(t.Context(), c.B().Eval().Script(src).Numkeys(1).Key(keys...).Arg(args...).Build()).AsIntSlice()
+	out, err := numbers(c.Do(t.Context(), c.B().Eval().Script(src).Numkeys(1).Key(keys...).Arg(args...).Build()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,12 @@
 // has a machine of its own: commandstats counts wall time, and on a shared core the callers'
 // threads take the CPU from Redis in the middle of a script.
 //
+// With -instr, redis-server runs under valgrind's callgrind instead, and the in-process and
+// INCRBY ways are counted in instructions per call, which do not depend on the machine's load
+// (the binary sends the same script call as the in-process way; the timed run compares them).
+//
+//	go run ./bench/rediscost -instr -calls 2000
+//
 //	go build -o /tmp/extauthz ./cmd/extauthz && go run ./bench/rediscost -extauthz /tmp/extauthz
 package main
 
@@ -42,7 +48,15 @@ func main() {
 	calls := flag.Int("calls", 5000, "calls per way and round")
 	rounds := flag.Int("rounds", 3, "rounds")
 	pin := flag.Bool("pin", false, "redis-server on CPU 1, the rest on CPU 0")
+	instr := flag.Bool("instr", false, "count instructions per call under callgrind (no binary)")
 	flag.Parse()
+	if *instr {
+		if err := runInstr(*redisBin, *calls); err != nil {
+			fmt.Fprintln(os.Stderr, "rediscost:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "rediscost: -extauthz is required")
 		os.Exit(2)
@@ -127,27 +141,18 @@ func run(bin, redisBin string, calls, rounds int, pin bool) error {
 		return err
 	}
 
-	// in process: the store's Eval, as BenchmarkRedisCost calls it
-	store, err := redisstore.New(redisstore.Config{Addrs: []string{raddr}, Timeout: time.Second, BlockedCache: -1})
+	local, done, err := localWays(rc, raddr)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	ops := []hotparam.RemoteOp{{RuleID: "q", Value: "u1", Count: 1e9, Duration: time.Second, Hits: 1}}
-	res := make([]hotparam.RemoteResult, 1)
-
-	incr := rueidis.NewLuaScript("return redis.call('INCRBY', KEYS[1], 1)")
-	ways := []way{
-		{"binary", func(ctx context.Context) error {
-			ans, err := rls.ShouldRateLimit(ctx, req)
-			if err == nil && ans.OverallCode != rlsv3.RateLimitResponse_OK {
-				err = fmt.Errorf("answered %v", ans.OverallCode)
-			}
-			return err
-		}},
-		{"in-process", func(ctx context.Context) error { return store.Eval(ctx, ops, res) }},
-		{"incrby", func(ctx context.Context) error { return incr.Exec(ctx, rc, []string{"rediscost:n"}, nil).Error() }},
-	}
+	defer done()
+	ways := append([]way{{"binary", func(ctx context.Context) error {
+		ans, err := rls.ShouldRateLimit(ctx, req)
+		if err == nil && ans.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = fmt.Errorf("answered %v", ans.OverallCode)
+		}
+		return err
+	}}}, local...)
 	for _, w := range ways { // warm: scripts loaded, connections open
 		for range 100 {
 			if err := w.call(ctx); err != nil {
@@ -183,6 +188,37 @@ func run(bin, redisBin string, calls, rounds int, pin bool) error {
 	fmt.Printf("binary / in-process, by round: %s   (target 0.8..1.2)\n", strings.Join(ratioIn, " "))
 	fmt.Printf("binary / INCRBY script, by round: %s   (target <= 3.5)\n", strings.Join(ratioIncr, " "))
 	return nil
+}
+
+// localWays are the in-process way (the store's Eval, as BenchmarkRedisCost calls it, on the
+// Redis at addr) and the INCRBY script through rc; done closes the store.
+func localWays(rc rueidis.Client, addr string) (ways []way, done func(), err error) {
+	store, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Timeout: time.Second, BlockedCache: -1})
+	if err != nil {
+		return nil, nil, err
+	}
+	ops := []hotparam.RemoteOp{{RuleID: "q", Value: "u1", Count: 1e9, Duration: time.Second, Hits: 1}}
+	res := make([]hotparam.RemoteResult, 1)
+	incr := rueidis.NewLuaScript("return redis.call('INCRBY', KEYS[1], 1)")
+	return []way{
+		{"in-process", func(ctx context.Context) error { return store.Eval(ctx, ops, res) }},
+		{"incrby", func(ctx context.Context) error { return incr.Exec(ctx, rc, []string{"rediscost:n"}, nil).Error() }},
+	}, store.Close, nil
+}
+
+// runInstr is the -instr run: redis-server under callgrind, instructions per call.
+func runInstr(redisBin string, calls int) error {
+	dir, err := os.MkdirTemp("", "rediscost")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	return instructions(context.Background(), redisBin, args, dir, calls, localWays)
 }
 
 // usecPerCall is INFO commandstats' usec_per_call of EVALSHA since the last reset.
