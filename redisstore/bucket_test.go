@@ -151,3 +151,46 @@ func TestBucketCountChangeKeepsTokens(t *testing.T) {
 		t.Errorf("after the count changed from 4 to 6: got %+v, want %+v", got, want)
 	}
 }
+
+// On the fast path (one bucket acquisition, no refund record), a key lives at least until its
+// bucket is full again: a take that leaves it living long enough keeps its expiry (KEEPTTL),
+// one that does not moves it to the full time plus a slack, the time an empty bucket takes to
+// fill, at most 10s.
+func TestBucketFastPathExpiry(t *testing.T) {
+	s, srv, clk := newTestStore(t)
+	clk.now = time.Now().Truncate(time.Millisecond) // PEXPIRETIME is whole milliseconds
+	expiry := func(op hotparam.RemoteOp) int64 {
+		t.Helper()
+		ms, err := strconv.ParseInt(srv.CLI("PEXPIRETIME", key(DefaultPrefix, &op)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms - clk.now.UnixMilli()
+	}
+	// 100 per 10s: a token fills in 100ms, an empty bucket in 10s (the slack).
+	op := hotparam.RemoteOp{RuleID: "fast", Value: "v", Count: 100, Duration: 10 * time.Second, Hits: 1}
+	for i, step := range []struct {
+		hits int64
+		want int64 // ms from now
+	}{
+		{1, 100 + 10_000}, // a new key: full in 100ms, plus the slack
+		{1, 10_100},       // full in 200ms: kept
+		{98, 10_100},      // empty, full in 10s: kept
+	} {
+		op.Hits = step.hits
+		if got := eval(t, s, op)[0]; !got.Allowed {
+			t.Fatalf("step %d refused: %+v", i, got)
+		}
+		if got := expiry(op); got != step.want {
+			t.Errorf("step %d: expires in %dms, want %d", i, got, step.want)
+		}
+	}
+	// 5 per 100s: a token fills in 20s, more than the slack of 10s; every take moves the expiry.
+	op = hotparam.RemoteOp{RuleID: "slow", Value: "v", Count: 5, Duration: 100 * time.Second, Hits: 1}
+	for i, want := range []int64{20_000 + 10_000, 40_000 + 10_000} {
+		eval(t, s, op)
+		if got := expiry(op); got != want {
+			t.Errorf("slow step %d: expires in %dms, want %d", i, got, want)
+		}
+	}
+}

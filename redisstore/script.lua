@@ -30,7 +30,9 @@
 -- blocks the call's other ops when refused (unless shadow), and records no refund.
 --
 -- Keys expire at absolute instants of the script's clock (PXAT, PEXPIREAT): when a bucket is
--- full again, a schedule is past, the last lease ends.
+-- full again, a schedule is past, the last lease ends. The fast path's bucket may outlive that
+-- by its slack (the time it takes to fill, at most 10s): a key present past it reads as full,
+-- as an absent one does.
 --
 -- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns),
 -- and for a throttle op that took a turn the schedule's end after it (microseconds, fraction;
@@ -41,8 +43,10 @@
 -- arithmetic of Lua is exact. Each state stores its scale; a state read with another scale (the
 -- rule's count changed) is converted, rounding down.
 --
--- Cost: one TIME, one GET per state read, one write per state changed; no parsing (struct); a
--- call of one bucket acquisition takes a fast path that builds no table but its answer.
+-- Cost: one TIME, one GET per state read, one write per state changed (on the fast path with
+-- one PEXPIRETIME, and a write that keeps the key's expiry while it is far enough); no parsing
+-- (struct); a call of one bucket acquisition takes a fast path that builds no table but its
+-- answer.
 
 local floor, min, max = math.floor, math.min, math.max
 local pack, sunpack, unpack = struct.pack, struct.unpack, unpack
@@ -122,7 +126,16 @@ if n == 1 or batch then
       if batch then out[i] = one end
     end
     if taken then
-      call('SET', key, pack('<ddd', x, now, dur), 'PXAT', cdiv(now + cdiv(cap - x, rate), 1000))
+      -- The key must live until the bucket is full again (absent reads as full). It keeps its
+      -- expiry while that is far enough (KEEPTTL, half the cost of moving it); else the expiry
+      -- moves to then plus the slack: the time an empty bucket takes to fill, at most 10s, so
+      -- that a value taking tokens moves its key's expiry about once a slack, not every call.
+      local full = cdiv(now + cdiv(cap - x, rate), 1000)
+      if v and #v == 24 and call('PEXPIRETIME', key) >= full then
+        call('SET', key, pack('<ddd', x, now, dur), 'KEEPTTL')
+      else
+        call('SET', key, pack('<ddd', x, now, dur), 'PXAT', full + cdiv(min(cdiv(cap, rate), 10000000), 1000))
+      end
     end
     if batch then return table.concat(out) end
     return one
