@@ -71,7 +71,7 @@ func (concurrencyKind) status(o *op, s *state, _ int64, _ *CheckOptions) (int64,
 func (concurrencyKind) statusDuration(*Rule) time.Duration { return 0 }
 
 func (concurrencyKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
-	lim := rs.limitOf(sh.at(i).key.view(), false)
+	lim := rs.limitOf(sh.value(i), false)
 	inFlight := int64(0)
 	for _, l := range sh.leases[i] {
 		if l.exp > now {

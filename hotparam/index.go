@@ -25,7 +25,7 @@ func (x *index) find(sh *shard, key string, h uint64) (pos int, slot int32) {
 		}
 		if uint32(e>>32) == fp {
 			s := int32(uint32(e)) - 1
-			if sh.at(s).key.is(key) {
+			if sh.at(s).key.is(&sh.long, key) {
 				return i, s
 			}
 		}

@@ -131,7 +131,7 @@ func (rejectKind) statusDuration(r *Rule) time.Duration { return r.Duration }
 func (rejectKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
 	sl := sh.at(i)
 	s := sl.st
-	lim := rs.limitOf(sl.key.view(), false)
+	lim := rs.limitOf(sl.key.view(&sh.long), false)
 	lim.refill(&s, now)
 	return lim.remaining(&s)
 }
@@ -146,7 +146,7 @@ func (rejectKind) idle(rs *ruleState, sh *shard, i int32, now int64) bool {
 func (rejectKind) backAt(rs *ruleState, sh *shard, i int32) uint64 {
 	sl := sh.at(i)
 	s := &sl.st
-	lim := rs.limitOf(sl.key.view(), rs.cluster)
+	lim := rs.limitOf(sl.key.view(&sh.long), rs.cluster)
 	if lim.p == 0 || s.scale == 0 {
 		return 0
 	}

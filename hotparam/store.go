@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -44,7 +45,9 @@ type shard struct {
 	st       *store
 	seed     maphash.Seed // the store's
 	index    index
-	pages    [][]slot
+	pages    [][]slot // pages of pageSize slots
+	links    [][]link // the slots' links, page for page
+	long     longKeys
 	used     int   // slots handed out, free or not
 	freeHead int32 // free slots chained through next; -1 when none
 	size     int
@@ -73,17 +76,25 @@ const (
 	inMain
 )
 
+// slot is a value's hot part: all that a decision on a tracked value reads and writes, in 64
+// bytes (one cache line: pages of slots are 64-byte aligned, see newPage) and no pointer, so
+// that the collector does not scan the pages. The queue links, touched only on inserts and
+// evictions, live apart in links.
 type slot struct {
 	key vkey
 	st  state
 	counters
-	prev, next int32
-	freq       uint8 // accesses since it last moved, up to 3
-	where      uint8
-	pinned     bool // in use by the Check holding the lock: not evictable
+	freq   uint8 // accesses since it last moved, up to 3
+	where  uint8
+	pinned bool // in use by the Check holding the lock: not evictable
 	// overflow: made beyond the capacity for a value the rule refuses (OverflowRefuse with a
 	// full ledger); the Check refuses it and drops it before it unlocks.
 	overflow bool
+}
+
+// link is a slot's place in its queue (or, for a free slot, in the free chain through next).
+type link struct {
+	prev, next int32
 }
 
 type queue struct {
@@ -93,44 +104,78 @@ type queue struct {
 
 // shortKey is the longest value a slot holds inline: most values (user and item ids, IPv4
 // addresses) fit, and finding one then reads its index entry and its slot only, not a key
-// elsewhere on the heap (a cache miss more at a million values). The inline bytes cost what
-// the separate allocation of a short key did (16 bytes).
+// elsewhere on the heap (a cache miss more at a million values).
 const shortKey = 15
 
+// longKey marks a vkey whose value is in the shard's longKeys.
+const longKey = 0x80
+
 // vkey is a slot's value: inline when it has at most shortKey bytes (its length in the last
-// byte), else a string of its own. Its zero value is the empty value.
+// byte), else the position of its string in the shard's longKeys (in the first four bytes,
+// longKey in the last). Its zero value is the empty value.
 type vkey struct {
-	long  string // a value longer than shortKey; "" for a short one
-	short [shortKey + 1]byte
+	b [shortKey + 1]byte
 }
 
-// set makes k hold v, copying it (the caller's string may live in a reused buffer).
-func (k *vkey) set(v string) {
+// longKeys holds a shard's values longer than shortKey, each its own string, by position;
+// free lists the positions given back. Requires the shard's mu held.
+type longKeys struct {
+	s    []string
+	free []uint32
+}
+
+// set makes k, the zero vkey or one released by clear, hold v, copying it (the caller's string
+// may live in a reused buffer).
+func (k *vkey) set(lk *longKeys, v string) {
 	if len(v) <= shortKey {
 		*k = vkey{}
-		copy(k.short[:], v)
-		k.short[shortKey] = uint8(len(v))
+		copy(k.b[:], v)
+		k.b[shortKey] = uint8(len(v))
 		return
 	}
-	*k = vkey{long: strings.Clone(v)}
+	var at uint32
+	if n := len(lk.free); n > 0 {
+		at = lk.free[n-1]
+		lk.free = lk.free[:n-1]
+		lk.s[at] = strings.Clone(v)
+	} else {
+		at = uint32(len(lk.s))
+		lk.s = append(lk.s, strings.Clone(v))
+	}
+	*k = vkey{}
+	binary.LittleEndian.PutUint32(k.b[:4], at)
+	k.b[shortKey] = longKey
+}
+
+// clear makes k the empty value, giving back its long string.
+func (k *vkey) clear(lk *longKeys) {
+	if k.b[shortKey] == longKey {
+		at := binary.LittleEndian.Uint32(k.b[:4])
+		lk.s[at] = ""
+		lk.free = append(lk.free, at)
+	}
+	*k = vkey{}
 }
 
 // is reports whether k holds v.
-func (k *vkey) is(v string) bool {
-	if k.long != "" {
-		return k.long == v
+func (k *vkey) is(lk *longKeys, v string) bool {
+	if n := k.b[shortKey]; n <= shortKey {
+		return len(v) == int(n) && string(k.b[:n]) == v
 	}
-	return len(v) == int(k.short[shortKey]) && string(k.short[:len(v)]) == v
+	return lk.s[binary.LittleEndian.Uint32(k.b[:4])] == v
 }
 
 // view is k's value as a string that shares k's memory: valid while the slot holds this value
 // (under the shard's lock); clone it to keep it longer.
-func (k *vkey) view() string {
-	n := int(k.short[shortKey])
-	if k.long != "" || n == 0 {
-		return k.long
+func (k *vkey) view(lk *longKeys) string {
+	n := int(k.b[shortKey])
+	if n == longKey {
+		return lk.s[binary.LittleEndian.Uint32(k.b[:4])]
 	}
-	return unsafe.String(&k.short[0], n)
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&k.b[0], n)
 }
 
 // lease is an acquire of n concurrency slots that expires at exp (Unix ns), with the hash of
@@ -231,6 +276,16 @@ func (s *store) hash(v string) uint64 { return maphash.String(s.seed, v) }
 // at is slot i. Requires mu held.
 func (sh *shard) at(i int32) *slot { return &sh.pages[i>>pageBits][i&(pageSize-1)] }
 
+// link is slot i's link. Requires mu held.
+func (sh *shard) link(i int32) *link { return &sh.links[i>>pageBits][i&(pageSize-1)] }
+
+// value is the value of slot i, sharing the slot's memory (see vkey.view). Requires mu held.
+func (sh *shard) value(i int32) string { return sh.at(i).key.view(&sh.long) }
+
+// newPage makes a page of slots. A page is 16 KB of pointer-free memory, which the runtime
+// hands out from its 16 KB size class at a multiple of 8 KB: every slot sits in one cache line.
+func newPage() []slot { return make([]slot, pageSize) }
+
 // get returns the slot of key, creating it when absent (created is then true, the slot's
 // state zero and parked the state its ledger held for it, 0 for none: see restore). A value
 // created beyond the capacity because the rule refuses it has its slot's overflow set.
@@ -264,7 +319,7 @@ func (sh *shard) get(key string, h uint64, now int64) (i int32, created bool, pa
 	i = sh.alloc()
 	sl := sh.at(i)
 	sl.overflow = overflow
-	sl.key.set(key)
+	sl.key.set(&sh.long, key)
 	sh.index.insert(h, i)
 	sh.size++
 	sh.st.size.Add(1)
@@ -298,11 +353,12 @@ func (sh *shard) ghostAt(h uint64) (int, uint32) {
 // alloc takes a free slot, adding a page when none is left. Requires mu held.
 func (sh *shard) alloc() int32 {
 	if i := sh.freeHead; i >= 0 {
-		sh.freeHead = sh.at(i).next
+		sh.freeHead = sh.link(i).next
 		return i
 	}
 	if sh.used == len(sh.pages)*pageSize {
-		sh.pages = append(sh.pages, make([]slot, pageSize))
+		sh.pages = append(sh.pages, newPage())
+		sh.links = append(sh.links, make([]link, pageSize))
 	}
 	sh.used++
 	return int32(sh.used - 1)
@@ -322,7 +378,7 @@ func (sh *shard) evict() bool {
 				sh.push(&sh.main, i, inMain)
 				continue
 			}
-			h := maphash.String(sh.seed, sl.key.view())
+			h := maphash.String(sh.seed, sl.key.view(&sh.long))
 			if !sh.forget(i, h) {
 				sh.push(&sh.main, i, inMain)
 				if refused++; refused >= refuseTries {
@@ -347,7 +403,7 @@ func (sh *shard) evict() bool {
 			sh.push(&sh.main, i, inMain)
 			continue
 		}
-		if !sh.forget(i, maphash.String(sh.seed, sl.key.view())) {
+		if !sh.forget(i, maphash.String(sh.seed, sl.key.view(&sh.long))) {
 			sh.push(&sh.main, i, inMain)
 			if refused++; refused >= refuseTries {
 				sh.noRoom = true
@@ -385,13 +441,13 @@ func (sh *shard) remove(i int32) {
 	default:
 		return
 	}
-	sh.drop(i, maphash.String(sh.seed, sl.key.view()))
+	sh.drop(i, maphash.String(sh.seed, sl.key.view(&sh.long)))
 }
 
 // drop frees the unlinked slot i, whose key hashes to h. Requires mu held.
 func (sh *shard) drop(i int32, h uint64) {
 	sl := sh.at(i)
-	if pos, _ := sh.index.find(sh, sl.key.view(), h); pos >= 0 {
+	if pos, _ := sh.index.find(sh, sl.key.view(&sh.long), h); pos >= 0 {
 		sh.index.delete(pos)
 	}
 	if sh.leases != nil {
@@ -400,17 +456,20 @@ func (sh *shard) drop(i int32, h uint64) {
 	if len(sh.turns) > 0 {
 		sh.forgetGivenUp(i)
 	}
-	*sl = slot{next: sh.freeHead, prev: -1}
+	sl.key.clear(&sh.long)
+	*sl = slot{}
+	*sh.link(i) = link{next: sh.freeHead, prev: -1}
 	sh.freeHead = i
 	sh.size--
 	sh.st.size.Add(-1)
 }
 
 func (sh *shard) push(q *queue, i int32, where uint8) {
-	sl := sh.at(i)
-	sl.where, sl.prev, sl.next = where, q.tail, -1
+	sh.at(i).where = where
+	ln := sh.link(i)
+	ln.prev, ln.next = q.tail, -1
 	if q.tail >= 0 {
-		sh.at(q.tail).next = i
+		sh.link(q.tail).next = i
 	} else {
 		q.head = i
 	}
@@ -425,17 +484,18 @@ func (sh *shard) pop(q *queue) int32 {
 }
 
 func (sh *shard) unlink(q *queue, i int32) {
-	sl := sh.at(i)
-	if sl.prev >= 0 {
-		sh.at(sl.prev).next = sl.next
+	ln := sh.link(i)
+	if ln.prev >= 0 {
+		sh.link(ln.prev).next = ln.next
 	} else {
-		q.head = sl.next
+		q.head = ln.next
 	}
-	if sl.next >= 0 {
-		sh.at(sl.next).prev = sl.prev
+	if ln.next >= 0 {
+		sh.link(ln.next).prev = ln.prev
 	} else {
-		q.tail = sl.prev
+		q.tail = ln.prev
 	}
-	sl.prev, sl.next, sl.where = -1, -1, inFree
+	ln.prev, ln.next = -1, -1
+	sh.at(i).where = inFree
 	q.n--
 }

@@ -181,7 +181,7 @@ func TestIndexAgainstMap(t *testing.T) {
 			delete(want, key(k))
 			continue
 		}
-		sh.at(int32(k)).key.set(key(k))
+		sh.at(int32(k)).key.set(&sh.long, key(k))
 		x.insert(hashOf(k), int32(k))
 		want[key(k)] = int32(k)
 		if x.n != len(want) {
@@ -200,19 +200,27 @@ func TestIndexAgainstMap(t *testing.T) {
 // it is found by its bytes, not by the string it came in, and survives the caller's buffer.
 func TestVkey(t *testing.T) {
 	buf := []byte("0123456789abcde-and-more")
+	var lk longKeys
 	for _, n := range []int{0, 1, shortKey - 1, shortKey, shortKey + 1, len(buf)} {
 		var k vkey
-		k.set(string(buf[:n]))
+		k.set(&lk, string(buf[:n]))
 		want := string(buf[:n])
 		for i := range buf {
 			buf[i] = 'x' // the caller reuses its buffer
 		}
-		if got := k.view(); got != want {
+		if got := k.view(&lk); got != want {
 			t.Errorf("len %d: view %q, want %q", n, got, want)
 		}
-		if !k.is(want) || (n > 0 && k.is(want[:n-1])) || k.is(want+"z") {
+		if !k.is(&lk, want) || (n > 0 && k.is(&lk, want[:n-1])) || k.is(&lk, want+"z") {
 			t.Errorf("len %d: is does not match exactly %q", n, want)
 		}
 		copy(buf, "0123456789abcde-and-more")
+		k.clear(&lk)
+		if k != (vkey{}) {
+			t.Errorf("len %d: cleared to %v", n, k)
+		}
+	}
+	if len(lk.s) != 1 || lk.s[0] != "" || len(lk.free) != 1 {
+		t.Errorf("long keys %q, free %v: want one position, given back", lk.s, lk.free)
 	}
 }

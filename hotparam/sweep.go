@@ -64,7 +64,8 @@ func (sh *shard) sweep(rs *ruleState, now int64) int {
 	}
 	sh.sweepLedger(now, rs.kind)
 	if sh.size == 0 {
-		sh.pages, sh.used, sh.freeHead = nil, 0, -1
+		sh.pages, sh.links, sh.used, sh.freeHead = nil, nil, 0, -1
+		sh.long = longKeys{}
 		sh.index = index{}
 		sh.ghost = nil
 		sh.leases = nil

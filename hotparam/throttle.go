@@ -89,7 +89,7 @@ func (throttleKind) statusDuration(r *Rule) time.Duration { return r.Duration }
 func (throttleKind) remaining(rs *ruleState, sh *shard, i int32, now int64) int64 {
 	sl := sh.at(i)
 	s := sl.st
-	lim := rs.limitOf(sl.key.view(), false)
+	lim := rs.limitOf(sl.key.view(&sh.long), false)
 	lim.advance(&s, now)
 	return lim.freeSlots(&s, now, rs.maxQ)
 }

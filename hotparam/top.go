@@ -55,7 +55,7 @@ func (l *Limiter) Top(now time.Time, n int) []RuleTop {
 				if p == 0 && b == 0 {
 					continue
 				}
-				v := TopValue{Value: strings.Clone(sl.key.view()), Passed: p, Blocked: b, Remaining: rs.kind.remaining(rs, sh, int32(k), t)}
+				v := TopValue{Value: strings.Clone(sl.key.view(&sh.long)), Passed: p, Blocked: b, Remaining: rs.kind.remaining(rs, sh, int32(k), t)}
 				if p > 0 {
 					byPassed.offer(v, n)
 				}
