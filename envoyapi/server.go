@@ -57,8 +57,8 @@ type Options struct {
 	// hash of a sensitive param's, redact.Redactor.Value); nil shows values as they are. An
 	// allowed Check's identity metadata goes through it.
 	Redact func(param, value string) string
-	// Codec is the server's gRPC codec (grpc.ForceServerCodecV2), whose pool the rate-limit
-	// answers are taken from so that it reuses them once encoded; nil means a Codec of the
+	// Codec is the server's gRPC codec (grpc.ForceServerCodecV2), whose pools the rate-limit
+	// answers and the allowed Check answers are taken from so that it reuses them once encoded; nil means a Codec of the
 	// Server's own, whose answers are then never given back by an encoding (they are left to
 	// the garbage collector).
 	Codec *wire.Codec
@@ -84,7 +84,7 @@ type Server struct {
 	limitCache atomic.Pointer[limitCache] // current_limit messages of the last rule set seen
 	resets     resetCache                 // duration_until_reset messages
 	redactFn   func(param, value string) string
-	codec      *wire.Codec // the rate-limit answers come from its pool
+	codec      *wire.Codec // the rate-limit and allowed Check answers come from its pools
 	reporter   Reporter    // nil: none
 }
 
