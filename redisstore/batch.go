@@ -131,7 +131,11 @@ func (s *Store) handOff(c rueidis.Client, key, qk string) {
 				return
 			}
 			s.bat.mu.Unlock()
-			s.sendBatch(context.Background(), c, key, batch, s.localNow())
+			// the call before may have told when a token is back: the calls it refuses are
+			// answered without Redis, as those arriving now are
+			if batch = s.refuseQueued(key, batch); len(batch) > 0 {
+				s.sendBatch(context.Background(), c, key, batch, s.localNow())
+			}
 		}
 	}()
 }
@@ -155,18 +159,66 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, bat
 		err = fmt.Errorf("redis store: %w: %d numbers for a batch of %d", errBadReply, len(g[0].out), len(batch))
 	}
 	s.settle(parent, len(batch), lat, err)
+	end := s.localNow()
 	for i, w := range batch {
 		w.err, w.size = err, len(batch)
 		if err == nil {
-			o := g[0].out[6*i:]
-			w.res = hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
-				RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
-			// a refusal in a batch is about the state the calls before it left, which is the
-			// state stored after the batch: a refused call of one hit leaves no token to take
-			if !w.res.Allowed && s.blk != nil && cacheable(w.op) {
-				s.blk.add(key, w.op, &w.res, start)
+			var next time.Duration
+			w.res, next = batchResult(g[0].out[6*i:])
+			if s.blk != nil {
+				s.keepRefusal(key, w.op, &w.res, next, start, end)
 			}
 		}
 		close(w.done)
 	}
+}
+
+// batchResult decodes the answer to a call of a batch, o's first 6 numbers, and, for a call
+// that passed and left less than a token, the time until one is there (else 0).
+func batchResult(o []int64) (r hotparam.RemoteResult, next time.Duration) {
+	r = hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
+		RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
+	if r.Allowed {
+		next, r.RetryAfter = r.RetryAfter, 0
+	}
+	return r, next
+}
+
+// keepRefusal keeps in the cache of blocked values what Redis's answer r to op, a call of a
+// batch that started at start and was answered at end, says of the next call of one hit. The state a call of a batch
+// saw is the one the calls before it left, and the calls after it only take more, so it holds
+// for the state stored after the batch until its end:
+//   - a refused call of one hit: no token is left until its retry after;
+//   - a call that passed and left less than a token (next > 0): none is left until next. It
+//     does not cover a shadow call nor a probe, which take nothing, nor a postpaid rule's.
+func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, next time.Duration, start, end time.Time) {
+	switch {
+	case !r.Allowed && cacheable(op):
+		s.blk.add(key, op, r, start, end)
+	case r.Allowed && next > 0 && !op.Shadow && !op.Probe && !op.Postpaid:
+		s.blk.add(key, op, &hotparam.RemoteResult{RetryAfter: next, ResetAfter: r.ResetAfter}, start, end)
+	}
+}
+
+// refuseQueued answers from the cache of blocked values the calls of batch (one key) it now
+// refuses, as Eval would have had they come after the call in flight returned, and returns the
+// others, to be sent.
+func (s *Store) refuseQueued(key string, batch []*waiter) []*waiter {
+	if s.blk == nil {
+		return batch
+	}
+	now := s.localNow()
+	keep := batch[:0]
+	for _, w := range batch {
+		if cacheable(w.op) {
+			if r, ok := s.blk.lookup(key, w.op, now); ok {
+				w.res = r
+				s.cacheHits.Add(1)
+				close(w.done)
+				continue
+			}
+		}
+		keep = append(keep, w)
+	}
+	return keep
 }

@@ -30,12 +30,19 @@ func TestBatchMatchesCallsOneByOne(t *testing.T) {
 			ops[i].Hits = 1 + rng.Int64N(4)
 			ops[i].Shadow = rng.IntN(6) == 0
 		}
-		// one by one on value "single"
+		// one by one on value "single"; after each, a probe of one hit at the same instant
+		// tells when the next token is there (a probe takes nothing)
 		want := make([]hotparam.RemoteResult, n)
+		wantNext := make([]time.Duration, n)
 		for i := range ops {
 			o := ops[i]
 			o.Value = "single"
 			want[i] = eval(t, s, o)[0]
+			p := rule
+			p.Value, p.Hits, p.Probe = "single", 1, true
+			if pr := eval(t, s, p)[0]; want[i].Allowed && !pr.Allowed {
+				wantNext[i] = pr.RetryAfter
+			}
 		}
 		// as one batch on value "batched"
 		for i := range ops {
@@ -54,13 +61,63 @@ func TestBatchMatchesCallsOneByOne(t *testing.T) {
 			t.Fatalf("round %d: %d numbers for %d ops", round, len(g[0].out), n)
 		}
 		for i := range ops {
-			o := g[0].out[6*i:]
-			got := hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
-				RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
-			if got != want[i] {
-				t.Fatalf("round %d op %d (hits %d): batched %+v, one by one %+v", round, i, ops[i].Hits, got, want[i])
+			got, next := batchResult(g[0].out[6*i:])
+			if got != want[i] || next != wantNext[i] {
+				t.Fatalf("round %d op %d (hits %d): batched %+v next token in %v, one by one %+v next in %v",
+					round, i, ops[i].Hits, got, next, want[i], wantNext[i])
 			}
 		}
+	}
+}
+
+// Many clients on one value over its limit, with the cache of blocked values: the call that
+// takes the last token tells when the next one is there, so the calls queued behind it and those
+// after it are refused without Redis: one script call for the one token.
+func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const clients, each = 40, 25
+	op := hotparam.RemoteOp{RuleID: "over", Value: "hot", Count: 1, Duration: time.Hour, Hits: 1}
+	warm := op
+	warm.Value = "warm" // loads the script: the calls below are one EVALSHA each
+	if err := s.Eval(context.Background(), []hotparam.RemoteOp{warm}, make([]hotparam.RemoteResult, 1)); err != nil {
+		t.Fatal(err)
+	}
+	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
+	var admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res := make([]hotparam.RemoteResult, 1)
+			for range each {
+				if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
+					failed.Add(1)
+				} else if res[0].Allowed {
+					admitted.Add(1)
+				} else if res[0].RetryAfter <= 0 || res[0].RetryAfter > time.Hour {
+					t.Errorf("refused with retry after %v, want within the hour", res[0].RetryAfter)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if failed.Load() != 0 || admitted.Load() != 1 {
+		t.Errorf("admitted %d, failed %d: want 1 admitted, none failed", admitted.Load(), failed.Load())
+	}
+	if scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0; scripts != 1 {
+		t.Errorf("script calls: %d for one token and %d refusals: want 1", scripts, clients*each-1)
+	}
+	if st := s.Stats(); st.CacheHits != clients*each-1 {
+		t.Errorf("refusals from the cache: %d, want %d", st.CacheHits, clients*each-1)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // refused. It covers the requests whose answer it knows exactly until it ends:
 //
 //   - bucket: requests of one hit (while one is refused, no token is left, and the time until
-//     the next one only shrinks); requests of more hits go to Redis;
+//     the next one only shrinks); requests of more hits go to Redis. An acquisition that passed
+//     in a batch and left less than a token (the script tells when the next one is there)
+//     makes an entry as a refusal of one hit would (see Store.keepRefusal);
 //   - throttle: requests of any hits with the same max wait or a shorter one (a throttle's wait
 //     does not depend on hits; a shorter max wait waits longer by the difference).
 //
@@ -39,6 +41,7 @@ type blocked struct {
 
 type blockEntry struct {
 	until    time.Time // the request may pass from here on (local clock)
+	sure     time.Time // it may also be refused until here: until plus the call's round trip
 	full     time.Time // the bucket is full (throttle: the schedule is free) from here on
 	maxWait  time.Duration
 	count    int64
@@ -81,6 +84,23 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	return r, true
 }
 
+// hold returns how long op (state at key) should wait at now before it goes to Redis: the time
+// left until an entry that just ended is sure to have ended on Redis's clock too. Redis computed
+// the entry's end between the start and the answer of the call that made it; an entry ends at
+// the earliest of those instants, so until the latest, a call may reach Redis before the token
+// is back there and be refused, making an entry that ends early again, and so on. A call that
+// waits goes when the token is back: one call per token.
+func (b *blocked) hold(key string, op *hotparam.RemoteOp, now time.Time) time.Duration {
+	b.mu.Lock()
+	e, ok := b.m[key]
+	b.mu.Unlock()
+	if !ok || now.Before(e.until) || !now.Before(e.sure) || e.count != op.Count || e.burst != op.Burst ||
+		e.duration != op.Duration || e.behavior != op.Behavior {
+		return 0
+	}
+	return e.sure.Sub(now)
+}
+
 // maxWaitOf is the longest op may wait: none for a probe, which passes only when its slot is
 // free now (its refusal is kept as that of a request that waits for nothing).
 func maxWaitOf(op *hotparam.RemoteOp) time.Duration {
@@ -90,13 +110,19 @@ func maxWaitOf(op *hotparam.RemoteOp) time.Duration {
 	return max(op.MaxWait, 0)
 }
 
-// add keeps Redis's refusal r of op (state at key), for a call that started at start.
-func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, start time.Time) {
+// maxHold bounds how long a call waits for the instant its value's next token may be back at
+// (see hold): about the round trip of a call to a Redis that is well.
+const maxHold = 2 * time.Millisecond
+
+// add keeps Redis's refusal r of op (state at key), for a call that started at start and was
+// answered at end.
+func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, start, end time.Time) {
 	if r.RetryAfter <= 0 {
 		return
 	}
-	e := blockEntry{until: start.Add(r.RetryAfter), full: start.Add(r.ResetAfter), maxWait: maxWaitOf(op),
-		count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
+	until := start.Add(r.RetryAfter)
+	e := blockEntry{until: until, sure: until.Add(min(max(end.Sub(start), 0), maxHold)), full: start.Add(r.ResetAfter),
+		maxWait: maxWaitOf(op), count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.m[key]; !ok && len(b.m) >= b.max {
@@ -111,7 +137,7 @@ func (b *blocked) makeRoom(now time.Time) {
 	if now.Sub(b.swept) >= time.Second || now.Before(b.swept) {
 		b.swept = now
 		for k, e := range b.m {
-			if !now.Before(e.until) {
+			if !now.Before(e.sure) {
 				delete(b.m, k)
 			}
 		}

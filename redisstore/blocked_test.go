@@ -101,6 +101,76 @@ func TestBlockedCache(t *testing.T) {
 		}
 	})
 
+	t.Run("an acquisition that takes the last token is kept as a refusal until the next", func(t *testing.T) {
+		cached, direct, srv, clk := twoStores(t, DefaultBlockedCache)
+		op := bucket
+		op.Count, op.Value = 2, "emptied"
+		clk.set(0)
+		eval(t, cached, op)
+		clk.set(10 * time.Minute)
+		if !eval(t, cached, op)[0].Allowed { // takes the last token
+			t.Fatal("second of two per hour refused")
+		}
+		calls := srv.CommandCalls("evalsha")
+		clk.set(20 * time.Minute)
+		got := eval(t, cached, op)[0]
+		if srv.CommandCalls("evalsha") != calls || cached.Stats().CacheHits != 1 {
+			t.Fatalf("the call after the last token went to Redis")
+		}
+		// a third of a token left at 10 minutes: the next is there at 30, the bucket full at 60
+		if want := eval(t, direct, op)[0]; got != want || want != no(0, 40*time.Minute, 10*time.Minute) {
+			t.Errorf("from the cache: %+v; Redis: %+v; want %+v", got, want, no(0, 40*time.Minute, 10*time.Minute))
+		}
+		clk.set(30 * time.Minute)
+		if !eval(t, cached, op)[0].Allowed {
+			t.Error("refused when the next token is there")
+		}
+	})
+
+	t.Run("a call in the span its token may be back in waits it out, then goes to Redis", func(t *testing.T) {
+		b := newBlocked(10)
+		op := bucket
+		r := hotparam.RemoteResult{RetryAfter: time.Second, ResetAfter: time.Hour}
+		b.add("k", &op, &r, t0, t0.Add(300*time.Microsecond)) // answered 300us after it was sent
+		until := t0.Add(time.Second)
+		for _, c := range []struct {
+			at   time.Time
+			want time.Duration
+		}{
+			{until.Add(-time.Microsecond), 0}, // refused from the cache instead
+			{until, 300 * time.Microsecond},
+			{until.Add(100 * time.Microsecond), 200 * time.Microsecond},
+			{until.Add(300 * time.Microsecond), 0},
+		} {
+			if got := b.hold("k", &op, c.at); got != c.want {
+				t.Errorf("hold at until%+v: got %v, want %v", c.at.Sub(until), got, c.want)
+			}
+		}
+		other := op
+		other.Count = 2
+		if got := b.hold("k", &other, until); got != 0 {
+			t.Errorf("hold of another rule's numbers: got %v, want 0", got)
+		}
+		b.add("slow", &op, &r, t0, t0.Add(time.Second)) // a slow answer holds no longer than maxHold
+		if got := b.hold("slow", &op, until); got != maxHold {
+			t.Errorf("hold after a one-second answer: got %v, want %v", got, maxHold)
+		}
+
+		s, srv, clk := newTestStore(t)
+		op.Value = "held"
+		k := key(DefaultPrefix, &op)
+		s.blk.add(k, &op, &r, t0, t0.Add(time.Millisecond))
+		clk.set(time.Second + 500*time.Microsecond)
+		calls := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
+		if !eval(t, s, op)[0].Allowed {
+			t.Error("refused after the hold (the bucket is full in Redis)")
+		}
+		if st := s.Stats(); st.Held != 1 || srv.CommandCalls("evalsha")+srv.CommandCalls("eval") == calls {
+			t.Errorf("held %d calls, script calls %d: want the call held once, then sent", st.Held,
+				srv.CommandCalls("evalsha")+srv.CommandCalls("eval")-calls)
+		}
+	})
+
 	t.Run("only requests it knows: more hits, a changed count, a release go to Redis", func(t *testing.T) {
 		s, srv, clk := newTestStore(t)
 		op := bucket

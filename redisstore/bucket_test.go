@@ -126,6 +126,7 @@ func TestBucketKeyExpiresWhenFull(t *testing.T) {
 func TestRedisClock(t *testing.T) {
 	s, _, _ := newTestStore(t)
 	s.clock = nil
+	s.blk = nil // every answer from Redis, on its clock
 	op := hotparam.RemoteOp{RuleID: "clock", Value: "v", Count: 2, Duration: time.Second, Hits: 1}
 	before := time.Now()
 	eval(t, s, op)

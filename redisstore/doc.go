@@ -74,7 +74,16 @@
 // When Redis refuses a value, the replica keeps the refusal (Config.BlockedCache entries, 10000
 // by default) until the instant Redis said the request may pass, and answers the same request
 // (bucket: one hit; throttle: the same or a shorter max wait) with the same refusal without a
-// call, even while the breaker is open; Stats.CacheHits counts them. The cache never admits:
+// call, even while the breaker is open; Stats.CacheHits counts them. A bucket acquisition that
+// passes and leaves less than a token is kept the same way, until the next token is there: the
+// calls that come after it, and those queued behind it (see the coalescing of calls), are
+// refused without a call, so a value over its limit costs Redis about one call per token it
+// gives, the call that takes it. An entry ends when Redis's answer says, counted from the
+// call's start, since Redis may have computed it as soon as then; Redis may also have computed
+// it as late as the answer came back. A call of one bucket acquisition that comes in between
+// (at most 2ms, Stats.Held) waits for the later instant before it goes to Redis: went earlier,
+// it would often find the token not yet back and be refused by Redis, only to make an entry
+// that ends early again. The cache never admits:
 // every admission comes from Redis, so admissions stay exact. It can only refuse what Redis
 // would have admitted, when tokens come back in a way this replica does not see before the entry
 // ends: a refund or a throttle turn given back on another replica, or a key deleted by hand. A

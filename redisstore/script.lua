@@ -37,7 +37,8 @@
 -- Returns {ok, then per op: allowed, remaining, reset after (ns), retry after (ns), wait (ns),
 -- and for a throttle op that took a turn the schedule's end after it (microseconds, fraction;
 -- else 0, 0)}. The fast path answers 6 numbers per op, ok and the first five, packed as one
--- string of little-endian doubles (no table to build and convert).
+-- string of little-endian doubles (no table to build and convert); in a batch, an acquisition
+-- that passes and leaves less than one token has for retry after the time until one is there.
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
 -- arithmetic of Lua is exact. Each state stores its scale; a state read with another scale (the
@@ -116,7 +117,12 @@ if n == 1 or batch then
       if need > cap then
         allowed, retry = 0, dur * (count / rate) * 1000
       elseif x >= need then
-        if probe == 0 then x, taken = x - need, true end
+        if probe == 0 then
+          x, taken = x - need, true
+          -- in a batch, an acquisition that leaves less than a token tells when the next one
+          -- is there, in its retry after (the caller keeps it as a refusal of one hit)
+          if batch and x < dur then retry = ns(dur - x, rate) end
+        end
       else
         allowed, retry = 0, ns(need - x, rate)
       end

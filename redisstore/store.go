@@ -76,6 +76,10 @@ type Stats struct {
 	// Cached is the number of values that cache holds now.
 	CacheHits uint64
 	Cached    int
+	// Held counts the Eval calls that waited, at most 2ms, for the instant their value's next
+	// token was sure to be back in Redis before they went (see the package's "Refusals without
+	// Redis").
+	Held uint64
 	// Fallbacks counts the decisions callers left to their fallback (NoteFallback).
 	Fallbacks uint64
 	// EvictedKeys counts the keys the Redis masters evicted (maxmemory) since the first sample
@@ -107,6 +111,7 @@ type Store struct {
 	blk       *blocked     // nil when Config.BlockedCache is negative
 	bat       batcher
 	cacheHits atomic.Uint64
+	held      atomic.Uint64
 
 	out                                   outage
 	smu                                   sync.Mutex // guards samples
@@ -181,6 +186,7 @@ func (s *Store) Stats() Stats {
 		Probes:        s.pr.Load(),
 		LastError:     lastErr,
 		CacheHits:     s.cacheHits.Load(),
+		Held:          s.held.Load(),
 		Fallbacks:     s.out.fallbacks.Load(),
 		EvictedKeys:   s.evicted.Load(),
 		Restarts:      s.restarts.Load(),
@@ -298,6 +304,17 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		return ErrUnavailable
 	}
 	if batchable(ops) {
+		if s.blk != nil {
+			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 {
+				s.held.Add(1)
+				if err := sleep(ctx, d); err != nil {
+					return err
+				}
+				if start = s.localNow(); s.refuseCached(ops, keys, res, start) {
+					return nil
+				}
+			}
+		}
 		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start)
 	}
 	parent := ctx
@@ -356,7 +373,19 @@ func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.
 		if slices.Contains(keys[:i], keys[i]) {
 			continue
 		}
-		s.blk.add(keys[i], &ops[i], &res[i], start)
+		s.blk.add(keys[i], &ops[i], &res[i], start, start)
+	}
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

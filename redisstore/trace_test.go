@@ -54,11 +54,15 @@ func TestTraceSpanPerRedisCall(t *testing.T) {
 	srv := redistest.Start(t)
 	s, rec, caller := tracedStore(t, Config{Addrs: []string{srv.Addr()}})
 	op := hotparam.RemoteOp{RuleID: "tr", Value: "v", Count: 1, Duration: time.Hour, Hits: 1}
+	two := op
+	two.Hits = 2
 
 	ctx, parent := caller.Start(context.Background(), "decision")
 	res := make([]hotparam.RemoteResult, 1)
-	for range 2 { // allowed, then refused by Redis
-		if err := s.Eval(ctx, []hotparam.RemoteOp{op}, res); err != nil {
+	// allowed, taking the last token; then refused by Redis (two hits, which the cache does not
+	// answer)
+	for _, o := range []hotparam.RemoteOp{op, two} {
+		if err := s.Eval(ctx, []hotparam.RemoteOp{o}, res); err != nil {
 			t.Fatal(err)
 		}
 	}
