@@ -106,7 +106,7 @@ if n == 1 or batch then
       end
     end
     local out, taken, one = nil, false, nil
-    if batch then out = {} end
+    if n > 1 then out = {} end -- a batch of one answers as a call of one op
     for i = 1, n do
       if i > 1 then
         -- the batch's ops share the key and the rule's numbers: only hits and shadow differ
@@ -129,7 +129,7 @@ if n == 1 or batch then
       local ok = 1
       if allowed == 0 and shadow == 0 then ok = 0 end
       one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
-      if batch then out[i] = one end
+      if out then out[i] = one end
     end
     if taken then
       -- The key must live until the bucket is full again (absent reads as full). It keeps its
@@ -143,7 +143,7 @@ if n == 1 or batch then
         call('SET', key, pack('<ddd', x, now, dur), 'PXAT', full + cdiv(min(cdiv(cap, rate), 10000000), 1000))
       end
     end
-    if batch then return table.concat(out) end
+    if out then return table.concat(out) end
     return one
   end
   if batch then return redis.error_reply('batch of ops that are not plain bucket acquisitions') end
