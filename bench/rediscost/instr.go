@@ -77,6 +77,10 @@ func instructions(ctx context.Context, redisBin string, redisArgs []string, dir 
 	if per["incrby"] > 0 {
 		fmt.Printf("in-process / INCRBY script: %.2f   (target <= 3.5)\n", per["in-process"]/per["incrby"])
 	}
+	if per["binary"] > 0 {
+		fmt.Printf("binary / in-process: %.2f   (target 0.8..1.2)\n", per["binary"]/per["in-process"])
+		fmt.Printf("binary / INCRBY script: %.2f   (target <= 3.5)\n", per["binary"]/per["incrby"])
+	}
 	return nil
 }
 

@@ -10,11 +10,16 @@
 // has a machine of its own: commandstats counts wall time, and on a shared core the callers'
 // threads take the CPU from Redis in the middle of a script.
 //
-// With -instr, redis-server runs under valgrind's callgrind instead, and the in-process and
-// INCRBY ways are counted in instructions per call, which do not depend on the machine's load
-// (the binary sends the same script call as the in-process way; the timed run compares them).
+// A fourth way, paced, is the in-process one with its calls spaced as the binary's are: how
+// much of a difference between those two comes of Redis waiting longer between calls.
 //
-//	go run ./bench/rediscost -instr -calls 2000
+// With -instr, redis-server runs under valgrind's callgrind instead, and the ways are counted
+// in instructions per call, which do not depend on the machine's load; with -extauthz, the
+// binary's too (a Redis timeout of 5s, the fallback deny, so every answer is Redis's). Counted
+// so, the binary does the work of the in-process way (its keys are longer): a timed difference
+// between them is the machine's (caches, the core's state after an idle wait), not the calls'.
+//
+//	go build -o /tmp/extauthz ./cmd/extauthz && go run ./bench/rediscost -instr -calls 2000 -extauthz /tmp/extauthz
 //
 //	go build -o /tmp/extauthz ./cmd/extauthz && go run ./bench/rediscost -extauthz /tmp/extauthz
 package main
@@ -48,10 +53,10 @@ func main() {
 	calls := flag.Int("calls", 5000, "calls per way and round")
 	rounds := flag.Int("rounds", 3, "rounds")
 	pin := flag.Bool("pin", false, "redis-server on CPU 1, the rest on CPU 0")
-	instr := flag.Bool("instr", false, "count instructions per call under callgrind (no binary)")
+	instr := flag.Bool("instr", false, "count instructions per call under callgrind (the binary's too, when -extauthz is given)")
 	flag.Parse()
 	if *instr {
-		if err := runInstr(*redisBin, *calls); err != nil {
+		if err := runInstr(*bin, *redisBin, *calls); err != nil {
 			fmt.Fprintln(os.Stderr, "rediscost:", err)
 			os.Exit(1)
 		}
@@ -108,51 +113,18 @@ func run(bin, redisBin string, calls, rounds int, pin bool) error {
 	defer rc.Close()
 	ctx := context.Background()
 
-	// the binary, with one cluster rule that never refuses
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte("param_flow:\n  - {resource: \"POST:/orders\", param: user, grade: qps, count: 1000000000, duration: 1s, cluster: true}\n"), 0o600); err != nil {
-		return err
-	}
-	gport, err := freePort()
+	binary, stop, err := startBinary(ctx, bin, raddr, dir)
 	if err != nil {
 		return err
 	}
-	gaddr := "127.0.0.1:" + strconv.Itoa(gport)
-	svc := exec.Command(bin, "serve", "--rules", rules, "--grpc-addr", gaddr, "--admin-addr", "127.0.0.1:0", "--log-format", "json")
-	svc.Env = append(os.Environ(), "EXTAUTHZ_STORE_REDIS_ADDRS="+raddr)
-	logf, err := os.Create(filepath.Join(dir, "extauthz.log"))
-	if err != nil {
-		return err
-	}
-	svc.Stdout, svc.Stderr = logf, logf
-	if err := svc.Start(); err != nil {
-		return fmt.Errorf("cannot start extauthz: %w", err)
-	}
-	defer func() { _ = svc.Process.Kill(); _ = svc.Wait() }()
-	conn, err := grpc.NewClient(gaddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
-	req := &rlsv3.RateLimitRequest{Domain: "extauthz", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
-		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "resource", Value: "POST:/orders"}, {Key: "user", Value: "u1"}}}}}
-	if err := waitServing(ctx, rls, req, filepath.Join(dir, "extauthz.log")); err != nil {
-		return err
-	}
+	defer stop()
 
 	local, done, err := localWays(rc, raddr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	ways := append([]way{{"binary", func(ctx context.Context) error {
-		ans, err := rls.ShouldRateLimit(ctx, req)
-		if err == nil && ans.OverallCode != rlsv3.RateLimitResponse_OK {
-			err = fmt.Errorf("answered %v", ans.OverallCode)
-		}
-		return err
-	}}}, local...)
+	ways := append([]way{binary}, local...)
 	for _, w := range ways { // warm: scripts loaded, connections open
 		for range 100 {
 			if err := w.call(ctx); err != nil {
@@ -160,9 +132,26 @@ func run(bin, redisBin string, calls, rounds int, pin bool) error {
 			}
 		}
 	}
+	// the binary's interval between calls, one at a time: the paced way makes its in-process
+	// calls no faster, so that Redis waits as long between them as it does for the binary's
+	t0 := time.Now()
+	for range 500 {
+		if err := ways[0].call(ctx); err != nil {
+			return fmt.Errorf("binary: %w", err)
+		}
+	}
+	interval := time.Since(t0) / 500
+	inProcess := local[0].call
+	ways = append(ways, way{"paced", func(ctx context.Context) error {
+		start := time.Now()
+		err := inProcess(ctx)
+		for time.Since(start) < interval {
+		}
+		return err
+	}})
 	fmt.Printf("# %d calls a way and round, one at a time; pinned: %v\n", calls, pin)
 	fmt.Printf("%-6s %-11s %14s\n", "round", "way", "redis-us/call")
-	var ratioIn, ratioIncr []string
+	var ratioIn, ratioIncr, ratioPaced []string
 	for r := range rounds {
 		got := map[string]float64{}
 		for i := range ways {
@@ -184,10 +173,62 @@ func run(bin, redisBin string, calls, rounds int, pin bool) error {
 		}
 		ratioIn = append(ratioIn, fmt.Sprintf("%.2f", got["binary"]/got["in-process"]))
 		ratioIncr = append(ratioIncr, fmt.Sprintf("%.2f", got["binary"]/got["incrby"]))
+		ratioPaced = append(ratioPaced, fmt.Sprintf("%.2f", got["binary"]/got["paced"]))
 	}
 	fmt.Printf("binary / in-process, by round: %s   (target 0.8..1.2)\n", strings.Join(ratioIn, " "))
 	fmt.Printf("binary / INCRBY script, by round: %s   (target <= 3.5)\n", strings.Join(ratioIncr, " "))
+	fmt.Printf("binary / in-process paced to the binary's %v a call, by round: %s   (what the pace explains)\n",
+		interval.Round(time.Microsecond), strings.Join(ratioPaced, " "))
 	return nil
+}
+
+// startBinary starts bin in Redis mode on the Redis at raddr, with one cluster rule that never
+// refuses, and returns its way: one ShouldRateLimit of one descriptor; stop stops it.
+func startBinary(ctx context.Context, bin, raddr, dir string) (w way, stop func(), err error) {
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("param_flow:\n  - {resource: \"POST:/orders\", param: user, grade: qps, count: 1000000000, duration: 1s, cluster: true}\n"), 0o600); err != nil {
+		return w, nil, err
+	}
+	gport, err := freePort()
+	if err != nil {
+		return w, nil, err
+	}
+	gaddr := "127.0.0.1:" + strconv.Itoa(gport)
+	svc := exec.Command(bin, "serve", "--rules", rules, "--grpc-addr", gaddr, "--admin-addr", "127.0.0.1:0", "--log-format", "json")
+	// no INFO sample while it runs (under callgrind, its instructions would be counted as the
+	// script calls'); a timeout a Redis under callgrind meets, and a failed call refused, so
+	// that every answer OK is one Redis gave
+	svc.Env = append(os.Environ(), "EXTAUTHZ_STORE_REDIS_ADDRS="+raddr, "EXTAUTHZ_STORE_REDIS_SAMPLE_INTERVAL=1h",
+		"EXTAUTHZ_STORE_REDIS_TIMEOUT=5s", "EXTAUTHZ_STORE_REDIS_FALLBACK=deny")
+	logf, err := os.Create(filepath.Join(dir, "extauthz.log"))
+	if err != nil {
+		return w, nil, err
+	}
+	svc.Stdout, svc.Stderr = logf, logf
+	if err := svc.Start(); err != nil {
+		return w, nil, fmt.Errorf("cannot start extauthz: %w", err)
+	}
+	kill := func() { _ = svc.Process.Kill(); _ = svc.Wait(); logf.Close() }
+	conn, err := grpc.NewClient(gaddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		kill()
+		return w, nil, err
+	}
+	stop = func() { conn.Close(); kill() }
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "extauthz", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "resource", Value: "POST:/orders"}, {Key: "user", Value: "u1"}}}}}
+	if err := waitServing(ctx, rls, req, filepath.Join(dir, "extauthz.log")); err != nil {
+		stop()
+		return w, nil, err
+	}
+	return way{"binary", func(ctx context.Context) error {
+		ans, err := rls.ShouldRateLimit(ctx, req)
+		if err == nil && ans.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = fmt.Errorf("answered %v", ans.OverallCode)
+		}
+		return err
+	}}, stop, nil
 }
 
 // localWays are the in-process way (the store's Eval, as BenchmarkRedisCost calls it, on the
@@ -207,7 +248,7 @@ func localWays(rc rueidis.Client, addr string) (ways []way, done func(), err err
 }
 
 // runInstr is the -instr run: redis-server under callgrind, instructions per call.
-func runInstr(redisBin string, calls int) error {
+func runInstr(bin, redisBin string, calls int) error {
 	dir, err := os.MkdirTemp("", "rediscost")
 	if err != nil {
 		return err
@@ -218,7 +259,19 @@ func runInstr(redisBin string, calls int) error {
 		return err
 	}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
-	return instructions(context.Background(), redisBin, args, dir, calls, localWays)
+	ctx := context.Background()
+	return instructions(ctx, redisBin, args, dir, calls, func(rc rueidis.Client, addr string) ([]way, func(), error) {
+		ws, done, err := localWays(rc, addr)
+		if err != nil || bin == "" {
+			return ws, done, err
+		}
+		b, stop, err := startBinary(ctx, bin, addr, dir)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		return append(ws, b), func() { stop(); done() }, nil
+	})
 }
 
 // usecPerCall is INFO commandstats' usec_per_call of EVALSHA since the last reset.
