@@ -100,7 +100,7 @@ func main() {
 	if *pid != 0 && svcPerCheck+perCheck > 0 {
 		capacity = fmt.Sprintf("%.0f", 1e6/(svcPerCheck+perCheck))
 	}
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %5.2f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
 		*name, float64(n)/elapsed.Seconds(), t.ok.Load(), t.over.Load(), t.failed.Load(), perCheck,
 		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity)
 	if t.failed.Load() > 0 {
