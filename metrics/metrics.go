@@ -32,7 +32,7 @@ const MaxDomains = 32
 
 // Options configure Metrics.
 type Options struct {
-	// RuleStats, BreakerOpen and RedisCacheHits are the initial Sources (see Watch).
+	// RuleStats, BreakerOpen, RedisCacheHits and RedisHeld are the initial Sources (see Watch).
 	//
 	// RuleStats returns the hot-param rules in force and their counters; it is called at scrape
 	// time. Nil means no per-rule metrics.
@@ -43,6 +43,10 @@ type Options struct {
 	// RedisCacheHits returns the calls to the shared store refused from its cache of blocked
 	// values, without a round trip; it is called at scrape time. Nil means none (reads 0).
 	RedisCacheHits func() uint64
+	// RedisHeld returns the calls to the shared store that waited (at most 2ms) for the instant
+	// their value's next token was sure to be back before they went; called at scrape time.
+	// Nil means none (reads 0).
+	RedisHeld func() uint64
 	// NoRuntime leaves out the Go runtime and process collectors.
 	NoRuntime bool
 	// MaxResources is the most resources given a label value of their own in
@@ -93,6 +97,7 @@ type Metrics struct {
 	redisFallback *prometheus.CounterVec
 	redisBreaker  prometheus.GaugeFunc
 	redisCached   prometheus.CounterFunc
+	redisHeld     prometheus.CounterFunc
 	queueWaiting  prometheus.GaugeFunc
 	logSuppressed prometheus.Counter
 	unenforced    prometheus.Counter
@@ -176,6 +181,15 @@ func New(opts Options) *Metrics {
 			}
 			return 0
 		}),
+		redisHeld: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "extauthz_redis_held_total",
+			Help: "Calls to the shared store that waited, at most 2ms, until their value's next token was sure to be back in Redis before they went.",
+		}, func() float64 {
+			if f := m.source().RedisHeld; f != nil {
+				return float64(f())
+			}
+			return 0
+		}),
 		queueWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "extauthz_queue_waiting",
 			Help: "Requests held in throttle queues now, all rules and both APIs together (decision.max_waiting caps it).",
@@ -194,7 +208,8 @@ func New(opts Options) *Metrics {
 			Help: "Times a concurrency rule's resource saw ext_authz Check calls and no rate-limit call for a minute: Check has no completion signal, so the rule limited nothing (counted once per such spell and resource).",
 		}),
 	}
-	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits})
+	m.Watch(Sources{RuleStats: opts.RuleStats, BreakerOpen: opts.BreakerOpen, RedisCacheHits: opts.RedisCacheHits,
+		RedisHeld: opts.RedisHeld})
 	noResources, noDomains := table{}, map[string]struct{}{}
 	m.resources.Store(&noResources)
 	m.domains.Store(&noDomains)
@@ -203,7 +218,7 @@ func New(opts Options) *Metrics {
 
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
-		m.redisFallback, m.redisBreaker, m.redisCached, m.queueWaiting, m.logSuppressed, m.unenforced)
+		m.redisFallback, m.redisBreaker, m.redisCached, m.redisHeld, m.queueWaiting, m.logSuppressed, m.unenforced)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
@@ -220,6 +235,7 @@ type Sources struct {
 	RuleStats      func() ([]hotparam.Rule, []hotparam.RuleStats)
 	BreakerOpen    func() bool // nil: no shared store
 	RedisCacheHits func() uint64
+	RedisHeld      func() uint64
 	Waiting        func() int // requests held in throttle queues now
 }
 

@@ -259,7 +259,8 @@ func TestRuleCollector(t *testing.T) {
 
 func TestRedisHooks(t *testing.T) {
 	open := true
-	m := New(Options{NoRuntime: true, BreakerOpen: func() bool { return open }, RedisCacheHits: func() uint64 { return 7 }})
+	m := New(Options{NoRuntime: true, BreakerOpen: func() bool { return open }, RedisCacheHits: func() uint64 { return 7 },
+		RedisHeld: func() uint64 { return 3 }})
 	m.RedisCall(time.Millisecond, nil)
 	m.RedisCall(2*time.Millisecond, errors.New("timeout"))
 	m.RedisCall(time.Millisecond, errors.New("timeout"))
@@ -274,6 +275,7 @@ func TestRedisHooks(t *testing.T) {
 		{"extauthz_redis_fallbacks_total", map[string]string{"policy": "local"}, 1},
 		{"extauthz_redis_breaker_open", nil, 1},
 		{"extauthz_redis_blocked_cache_hits_total", nil, 7},
+		{"extauthz_redis_held_total", nil, 3},
 	}
 	for _, tt := range tests {
 		if got := counter(t, m, tt.name, tt.labels); got != tt.want {
@@ -310,6 +312,9 @@ func TestNoBreaker(t *testing.T) {
 	}
 	if got := counter(t, m, "extauthz_redis_blocked_cache_hits_total", nil); got != 0 {
 		t.Errorf("blocked-cache hits without a store = %v, want 0", got)
+	}
+	if got := counter(t, m, "extauthz_redis_held_total", nil); got != 0 {
+		t.Errorf("held calls without a store = %v, want 0", got)
 	}
 }
 

@@ -442,6 +442,7 @@ func storeSources(store *rulestore.Store, rem *redisstore.Store) metrics.Sources
 	if rem != nil {
 		src.BreakerOpen = func() bool { return rem.Stats().BreakerOpen }
 		src.RedisCacheHits = func() uint64 { return rem.Stats().CacheHits }
+		src.RedisHeld = func() uint64 { return rem.Stats().Held }
 	}
 	return src
 }
