@@ -40,6 +40,7 @@ type blocked struct {
 }
 
 type blockEntry struct {
+	at       time.Time // the start of the call Redis answered
 	until    time.Time // the request may pass from here on (local clock)
 	sure     time.Time // it may also be refused until here: until plus the call's round trip
 	full     time.Time // the bucket is full (throttle: the schedule is free) from here on
@@ -76,6 +77,11 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	if !ok || !now.Before(e.until) || e.count != op.Count || e.burst != op.Burst ||
 		e.duration != op.Duration || e.behavior != op.Behavior {
 		return hotparam.RemoteResult{}, false
+	}
+	// a caller that read its clock before the entry's call started (and was held up since)
+	// is answered as of that start: never a retry later than Redis's own
+	if now.Before(e.at) {
+		now = e.at
 	}
 	r := hotparam.RemoteResult{RetryAfter: e.until.Sub(now), ResetAfter: max(e.full.Sub(now), 0)}
 	if !kindOf(op).cached(op, &e, &r) {
@@ -121,7 +127,7 @@ func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResul
 		return
 	}
 	until := start.Add(r.RetryAfter)
-	e := blockEntry{until: until, sure: until.Add(min(max(end.Sub(start), 0), maxHold)), full: start.Add(r.ResetAfter),
+	e := blockEntry{at: start, until: until, sure: until.Add(min(max(end.Sub(start), 0), maxHold)), full: start.Add(r.ResetAfter),
 		maxWait: maxWaitOf(op), count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
 	b.mu.Lock()
 	defer b.mu.Unlock()

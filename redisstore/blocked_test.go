@@ -171,6 +171,17 @@ func TestBlockedCache(t *testing.T) {
 		}
 	})
 
+	t.Run("a caller that read its clock before the entry's call started is answered as of that start", func(t *testing.T) {
+		b := newBlocked(10)
+		op := bucket
+		r := hotparam.RemoteResult{RetryAfter: time.Hour, ResetAfter: time.Hour}
+		b.add("k", &op, &r, t0.Add(time.Millisecond), t0.Add(2*time.Millisecond))
+		got, ok := b.lookup("k", &op, t0) // read a millisecond before the call that made the entry
+		if !ok || got.RetryAfter != time.Hour || got.ResetAfter != time.Hour {
+			t.Errorf("got %+v (%v), want refused, retry and reset after an hour, no later than Redis said", got, ok)
+		}
+	})
+
 	t.Run("only requests it knows: more hits, a changed count, a release go to Redis", func(t *testing.T) {
 		s, srv, clk := newTestStore(t)
 		op := bucket
