@@ -58,16 +58,20 @@ func queueKey(key string, op *hotparam.RemoteOp) string {
 
 // evalBatched is Eval for a batchable call.
 func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
-	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(1))
+	t0 := time.Now()
 	w := &waiter{op: op, done: make(chan struct{})}
 	qk := queueKey(key, op)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
 	if q == nil {
-		// nothing in flight: this call goes at once, then hands the calls queued meanwhile on
+		// nothing in flight: this call goes at once, then hands the calls queued meanwhile on;
+		// unless the call that was in flight when Eval looked in the cache of blocked values
+		// made an entry since, which it did before it let the queue go
 		s.bat.queues[qk] = &queue{}
 		s.bat.mu.Unlock()
-		s.sendBatch(ctx, c, key, []*waiter{w}, start)
+		if len(s.refuseQueued(key, []*waiter{w})) > 0 {
+			s.sendBatch(ctx, c, key, []*waiter{w}, start)
+		}
 		s.handOff(c, key, qk)
 	} else {
 		q.waiting = append(q.waiting, w)
@@ -84,10 +88,17 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		<-w.done
 	}
 	res[0] = w.res
-	if s.tracer != nil {
-		span.SetAttributes(keyBatch.Int(w.size), keyAllowed.Bool(w.err == nil && w.res.Allowed))
+	if w.size == 0 && w.err == nil { // refused from the cache of blocked values: no span
+		s.tracedCacheRefusal(ctx, 1)
+		return nil
 	}
-	end(span, w.err)
+	if s.tracer != nil {
+		// the span starts when the call did, queued or not; it is made once the call is known to
+		// have gone to Redis
+		span := s.startAt(ctx, "redis EVALSHA", t0, attrEvalsha, keyOps.Int(1), keyBatch.Int(w.size),
+			keyAllowed.Bool(w.err == nil && w.res.Allowed))
+		end(span, w.err)
+	}
 	return w.err
 }
 
@@ -185,9 +196,9 @@ func batchResult(o []int64) (r hotparam.RemoteResult, next time.Duration) {
 }
 
 // keepRefusal keeps in the cache of blocked values what Redis's answer r to op, a call of a
-// batch that started at start and was answered at end, says of the next call of one hit. The state a call of a batch
-// saw is the one the calls before it left, and the calls after it only take more, so it holds
-// for the state stored after the batch until its end:
+// batch that started at start and was answered at end, says of the next call of one hit. The
+// state a call of a batch saw is the one the calls before it left, and the calls after it only
+// take more, so it holds for the state stored after the batch until its end:
 //   - a refused call of one hit: no token is left until its retry after;
 //   - a call that passed and left less than a token (next > 0): none is left until next. It
 //     does not cover a shadow call nor a probe, which take nothing, nor a postpaid rule's.

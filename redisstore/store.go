@@ -293,9 +293,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	keys := s.keys(ops)
 	start := s.localNow()
 	if s.blk != nil && s.refuseCached(ops, keys, res, start) {
-		if s.tracer != nil {
-			trace.SpanFromContext(ctx).AddEvent("redis refusal from cache", trace.WithAttributes(keyOps.Int(len(ops))))
-		}
+		s.tracedCacheRefusal(ctx, len(ops))
 		return nil
 	}
 	b := s.client.Load()
@@ -311,6 +309,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 					return err
 				}
 				if start = s.localNow(); s.refuseCached(ops, keys, res, start) {
+					s.tracedCacheRefusal(ctx, len(ops))
 					return nil
 				}
 			}
@@ -374,6 +373,13 @@ func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.
 			continue
 		}
 		s.blk.add(keys[i], &ops[i], &res[i], start, start)
+	}
+}
+
+// tracedCacheRefusal marks a call of n ops refused from the cache in the caller's span.
+func (s *Store) tracedCacheRefusal(ctx context.Context, n int) {
+	if s.tracer != nil {
+		trace.SpanFromContext(ctx).AddEvent("redis refusal from cache", trace.WithAttributes(keyOps.Int(n)))
 	}
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,8 +29,22 @@ func (s *Store) start(ctx context.Context, name string, attrs ...attribute.KeyVa
 	if s.tracer == nil {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	return s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(attrs, attrSystem, attribute.String("server.address", s.cfg.Addrs[0]))...))
+	return s.tracer.Start(ctx, name, s.spanOptions(attrs)...)
+}
+
+// startAt is start for a span that began at t, of which the caller needs no context.
+func (s *Store) startAt(ctx context.Context, name string, t time.Time, attrs ...attribute.KeyValue) trace.Span {
+	if s.tracer == nil {
+		return trace.SpanFromContext(context.Background())
+	}
+	_, span := s.tracer.Start(ctx, name, append(s.spanOptions(attrs), trace.WithTimestamp(t))...)
+	return span
+}
+
+// spanOptions are the options of a client span of a Redis call with attrs.
+func (s *Store) spanOptions(attrs []attribute.KeyValue) []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(attrs, attrSystem, attribute.String("server.address", s.cfg.Addrs[0]))...)}
 }
 
 // end ends a span of a Redis call with its error.
