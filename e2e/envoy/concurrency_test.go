@@ -129,6 +129,12 @@ func TestConcurrencySlotsFreeAfterMixedRequests(t *testing.T) {
 			done.add(<-dones[i])
 		}
 		sent += len(slows) + len(dones)
+		// Their releases too: Envoy answers the client before it sends the stream-done call,
+		// and the next round's holds need every slot free.
+		if !eventually(10*time.Second, func() bool { return downloadCalls(t, s) == float64(2*sent) }) {
+			t.Fatalf("round %d: extauthz answered %v rate-limit calls on downloads after the slow ones, want %d",
+				r, downloadCalls(t, s), 2*sent)
+		}
 	}
 	t.Logf("held then reset by the client (400): %v", &hold)
 	t.Logf("sent while both slots were held (200): %v", &extra)
