@@ -116,6 +116,15 @@ func New(opts Options) *Metrics {
 		opts.Now = time.Now
 	}
 	var m *Metrics // the gauge funcs below read its sources at scrape time
+	// sourceCounter is a counter read at scrape time from the source pick returns (0 when nil)
+	sourceCounter := func(name, help string, pick func(*Sources) func() uint64) prometheus.CounterFunc {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			if f := pick(m.source()); f != nil {
+				return float64(f())
+			}
+			return 0
+		})
+	}
 	m = &Metrics{
 		registry:     prometheus.NewRegistry(),
 		now:          opts.Now,
@@ -172,24 +181,12 @@ func New(opts Options) *Metrics {
 			}
 			return 0
 		}),
-		redisCached: prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "extauthz_redis_blocked_cache_hits_total",
-			Help: "Calls to the shared store refused from the cache of values Redis blocked, without a round trip.",
-		}, func() float64 {
-			if f := m.source().RedisCacheHits; f != nil {
-				return float64(f())
-			}
-			return 0
-		}),
-		redisHeld: prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "extauthz_redis_held_total",
-			Help: "Calls to the shared store that waited, at most 2ms, until their value's next token was sure to be back in Redis before they went.",
-		}, func() float64 {
-			if f := m.source().RedisHeld; f != nil {
-				return float64(f())
-			}
-			return 0
-		}),
+		redisCached: sourceCounter("extauthz_redis_blocked_cache_hits_total",
+			"Calls to the shared store refused from the cache of values Redis blocked, without a round trip.",
+			func(s *Sources) func() uint64 { return s.RedisCacheHits }),
+		redisHeld: sourceCounter("extauthz_redis_held_total",
+			"Calls to the shared store that waited, at most 2ms, until their value's next token was sure to be back in Redis before they went.",
+			func(s *Sources) func() uint64 { return s.RedisHeld }),
 		queueWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "extauthz_queue_waiting",
 			Help: "Requests held in throttle queues now, all rules and both APIs together (decision.max_waiting caps it).",

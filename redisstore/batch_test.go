@@ -70,6 +70,35 @@ func TestBatchMatchesCallsOneByOne(t *testing.T) {
 	}
 }
 
+// hammer makes each calls of op from each of clients goroutines, all let go at once, and
+// returns how many were admitted and how many failed; refused, when not nil, sees each refusal.
+func hammer(s *Store, op hotparam.RemoteOp, clients, each int, refused func(hotparam.RemoteResult)) (admitted, failed int64) {
+	var ad, fa atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res := make([]hotparam.RemoteResult, 1)
+			for range each {
+				switch err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); {
+				case err != nil:
+					fa.Add(1)
+				case res[0].Allowed:
+					ad.Add(1)
+				case refused != nil:
+					refused(res[0])
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return ad.Load(), fa.Load()
+}
+
 // Many clients on one value over its limit, with the cache of blocked values: the call that
 // takes the last token tells when the next one is there, so the calls queued behind it and those
 // after it are refused without Redis: one script call for the one token.
@@ -88,30 +117,13 @@ func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
-	var admitted, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res := make([]hotparam.RemoteResult, 1)
-			for range each {
-				if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
-					failed.Add(1)
-				} else if res[0].Allowed {
-					admitted.Add(1)
-				} else if res[0].RetryAfter <= 0 || res[0].RetryAfter > time.Hour {
-					t.Errorf("refused with retry after %v, want within the hour", res[0].RetryAfter)
-				}
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if failed.Load() != 0 || admitted.Load() != 1 {
-		t.Errorf("admitted %d, failed %d: want 1 admitted, none failed", admitted.Load(), failed.Load())
+	admitted, failed := hammer(s, op, clients, each, func(r hotparam.RemoteResult) {
+		if r.RetryAfter <= 0 || r.RetryAfter > time.Hour {
+			t.Errorf("refused with retry after %v, want within the hour", r.RetryAfter)
+		}
+	})
+	if failed != 0 || admitted != 1 {
+		t.Errorf("admitted %d, failed %d: want 1 admitted, none failed", admitted, failed)
 	}
 	if scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0; scripts != 1 {
 		t.Errorf("script calls: %d for one token and %d refusals: want 1", scripts, clients*each-1)
@@ -132,26 +144,10 @@ func TestBatchUnderLoad(t *testing.T) {
 	defer s.Close()
 	const clients, each, allowance = 40, 25, 300
 	op := hotparam.RemoteOp{RuleID: "load", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
-	var admitted, failed atomic.Int64
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := make([]hotparam.RemoteResult, 1)
-			for range each {
-				if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
-					failed.Add(1)
-				} else if res[0].Allowed {
-					admitted.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if failed.Load() != 0 || admitted.Load() != allowance {
+	admitted, failed := hammer(s, op, clients, each, nil)
+	if failed != 0 || admitted != allowance {
 		t.Errorf("admitted %d, failed %d of %d calls: want exactly %d admitted, none failed",
-			admitted.Load(), failed.Load(), clients*each, allowance)
+			admitted, failed, clients*each, allowance)
 	}
 	scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
 	if scripts >= clients*each {
