@@ -69,7 +69,7 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		// made an entry since, which it did before it let the queue go
 		s.bat.queues[qk] = &queue{}
 		s.bat.mu.Unlock()
-		if len(s.refuseQueued(key, []*waiter{w})) > 0 {
+		if s.blk == nil || !s.answerFromCache(key, w, s.localNow()) {
 			s.sendBatch(ctx, c, key, []*waiter{w}, start)
 		}
 		s.handOff(c, key, qk)
@@ -221,15 +221,25 @@ func (s *Store) refuseQueued(key string, batch []*waiter) []*waiter {
 	now := s.localNow()
 	keep := batch[:0]
 	for _, w := range batch {
-		if cacheable(w.op) {
-			if r, ok := s.blk.lookup(key, w.op, now); ok {
-				w.res = r
-				s.cacheHits.Add(1)
-				close(w.done)
-				continue
-			}
+		if !s.answerFromCache(key, w, now) {
+			keep = append(keep, w)
 		}
-		keep = append(keep, w)
 	}
 	return keep
+}
+
+// answerFromCache answers w (state at key) at now from the cache of blocked values, when an
+// entry refuses it, and reports whether it did.
+func (s *Store) answerFromCache(key string, w *waiter, now time.Time) bool {
+	if !cacheable(w.op) {
+		return false
+	}
+	r, ok := s.blk.lookup(key, w.op, now)
+	if !ok {
+		return false
+	}
+	w.res = r
+	s.cacheHits.Add(1)
+	close(w.done)
+	return true
 }

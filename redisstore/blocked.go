@@ -51,6 +51,11 @@ type blockEntry struct {
 	behavior hotparam.Behavior
 }
 
+// of reports whether e was made for op's rule numbers (a reload that changes them ignores it).
+func (e *blockEntry) of(op *hotparam.RemoteOp) bool {
+	return e.count == op.Count && e.burst == op.Burst && e.duration == op.Duration && e.behavior == op.Behavior
+}
+
 // DefaultBlockedCache is the default of Config.BlockedCache.
 const DefaultBlockedCache = 10000
 
@@ -74,8 +79,7 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	b.mu.Lock()
 	e, ok := b.m[key]
 	b.mu.Unlock()
-	if !ok || !now.Before(e.until) || e.count != op.Count || e.burst != op.Burst ||
-		e.duration != op.Duration || e.behavior != op.Behavior {
+	if !ok || !now.Before(e.until) || !e.of(op) {
 		return hotparam.RemoteResult{}, false
 	}
 	// a caller that read its clock before the entry's call started (and was held up since)
@@ -100,8 +104,7 @@ func (b *blocked) hold(key string, op *hotparam.RemoteOp, now time.Time) time.Du
 	b.mu.Lock()
 	e, ok := b.m[key]
 	b.mu.Unlock()
-	if !ok || now.Before(e.until) || !now.Before(e.sure) || e.count != op.Count || e.burst != op.Burst ||
-		e.duration != op.Duration || e.behavior != op.Behavior {
+	if !ok || now.Before(e.until) || !now.Before(e.sure) || !e.of(op) {
 		return 0
 	}
 	return e.sure.Sub(now)
