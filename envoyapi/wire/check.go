@@ -24,8 +24,15 @@ type Allowed struct {
 
 func (a *Allowed) msg() *authv3.CheckResponse { return &a.resp }
 
+// maxKeptMetadata is the largest metadata buffer an answer keeps for the next one: a Check
+// with huge param values does not leave every pooled answer holding that much.
+const maxKeptMetadata = 4 << 10
+
 func (a *Allowed) reset() {
 	meta := a.meta[:0]
+	if cap(meta) > maxKeptMetadata {
+		meta = nil
+	}
 	*a = Allowed{meta: meta}
 }
 

@@ -134,6 +134,19 @@ func TestCodecEncodesAllowed(t *testing.T) {
 	}
 }
 
+// An answer given back keeps its metadata buffer for the next one, up to maxKeptMetadata.
+func TestAllowedKeepsBoundedMetadata(t *testing.T) {
+	for _, size := range []int{100, maxKeptMetadata, maxKeptMetadata + 1, 1 << 20} {
+		a := &Allowed{}
+		a.SetMetadata(make([]byte, size))
+		a.reset()
+		kept := cap(a.MetadataBuffer())
+		if want := size <= maxKeptMetadata; (kept >= size) != want || (!want && kept != 0) {
+			t.Errorf("metadata of %d bytes: %d kept, want the buffer kept only up to %d", size, kept, maxKeptMetadata)
+		}
+	}
+}
+
 // FuzzMarshalAllowed: whatever the strings, the direct encoding is what proto.Marshal writes
 // (or, for bytes that are not UTF-8, bytes that decode leniently to the same answer).
 func FuzzMarshalAllowed(f *testing.F) {
