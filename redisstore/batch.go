@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // batcher holds the queues of calls waiting for the call in flight on their key.
 type batcher struct {
 	mu     sync.Mutex
-	queues map[string]*queue // by state key and rule numbers
+	queues map[queueKey]*queue
 }
 
 type queue struct{ waiting []*waiter }
@@ -50,17 +49,42 @@ func batchable(ops []hotparam.RemoteOp) bool {
 	return fast(&ops[0])
 }
 
-// queueKey is the queue of op, whose state is at key: calls of one key with the same rule numbers.
-func queueKey(key string, op *hotparam.RemoteOp) string {
-	return key + "\x00" + strconv.FormatInt(op.Count, 10) + "/" + strconv.FormatInt(op.Burst, 10) + "/" +
-		strconv.FormatInt(int64(op.Duration), 10)
+// queueKey names a queue: calls of one state key with the same rule numbers.
+type queueKey struct {
+	key          string
+	count, burst int64
+	duration     time.Duration
+}
+
+func queueOf(key string, op *hotparam.RemoteOp) queueKey {
+	return queueKey{key: key, count: op.Count, burst: op.Burst, duration: op.Duration}
+}
+
+// timers are the timers of queued calls, reused: a call queued behind another waits at most
+// Timeout, and most are answered well before, so that a timer made for each would be made and
+// stopped on every queued call.
+var timers sync.Pool
+
+// startTimer returns a timer that fires after d, from timers when one is there; stopTimer
+// stops it and gives it back.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d) // a stopped timer's channel is empty (Go 1.23 and later)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
 
 // evalBatched is Eval for a batchable call.
 func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
 	t0 := time.Now()
 	w := &waiter{op: op, done: make(chan struct{})}
-	qk := queueKey(key, op)
+	qk := queueOf(key, op)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
 	if q == nil {
@@ -76,7 +100,7 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 	} else {
 		q.waiting = append(q.waiting, w)
 		s.bat.mu.Unlock()
-		timer := time.NewTimer(s.cfg.Timeout)
+		timer := startTimer(s.cfg.Timeout)
 		select {
 		case <-w.done:
 		case <-ctx.Done():
@@ -84,7 +108,7 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		case <-timer.C:
 			s.leave(qk, w, fmt.Errorf("redis store: %w while queued behind the call in flight", context.DeadlineExceeded))
 		}
-		timer.Stop()
+		stopTimer(timer)
 		<-w.done
 	}
 	res[0] = w.res
@@ -103,7 +127,7 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 }
 
 // leave takes w out of its queue, failing it with err, unless it has been sent already.
-func (s *Store) leave(qk string, w *waiter, err error) {
+func (s *Store) leave(qk queueKey, w *waiter, err error) {
 	s.bat.mu.Lock()
 	defer s.bat.mu.Unlock()
 	q := s.bat.queues[qk]
@@ -122,7 +146,7 @@ func (s *Store) leave(qk string, w *waiter, err error) {
 
 // handOff sends, from another goroutine, the calls queued on qk while a call was in flight, batch
 // after batch, until none is left; then the key has nothing in flight.
-func (s *Store) handOff(c rueidis.Client, key, qk string) {
+func (s *Store) handOff(c rueidis.Client, key string, qk queueKey) {
 	s.bat.mu.Lock()
 	if len(s.bat.queues[qk].waiting) == 0 {
 		delete(s.bat.queues, qk)
@@ -159,7 +183,11 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, bat
 	defer cancel()
 	args := make([]string, 0, 2+len(batch))
 	args = append(args, s.now(), "*")
-	for _, w := range batch {
+	for i, w := range batch {
+		if i > 0 && *w.op == *batch[i-1].op { // the commonest batch: one request's op, many times
+			args = append(args, args[len(args)-1])
+			continue
+		}
 		args = append(args, opArg(w.op, 1, 0, false, hitsOf(*w.op)))
 	}
 	g := []group{{keys: []string{key}, args: args}}

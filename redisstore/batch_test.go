@@ -214,3 +214,24 @@ func TestBatchQueuedCallTimesOut(t *testing.T) {
 	// the goroutine that sent the last queued batch lets go of the key once it finds none left
 	waitFor(t, "no queue left with nothing in flight", func() bool { f, _ := queued(); return f == 0 })
 }
+
+// A queued call's timer is reused: one given back after it fired, its value read or not,
+// waits its whole time again.
+func TestQueuedCallTimerReused(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		tm := startTimer(time.Millisecond)
+		if read {
+			<-tm.C
+		} else {
+			time.Sleep(10 * ms) // fired, its value never read
+		}
+		stopTimer(tm)
+		tm = startTimer(time.Hour)
+		select {
+		case <-tm.C:
+			t.Errorf("value read %v: a timer of an hour fired at once", read)
+		case <-time.After(20 * ms):
+		}
+		stopTimer(tm)
+	}
+}

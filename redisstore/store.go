@@ -144,7 +144,7 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	}
 	sum := sha1.Sum([]byte(scriptSource))
 	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache),
-		bat: batcher{queues: map[string]*queue{}}}
+		bat: batcher{queues: map[queueKey]*queue{}}}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
