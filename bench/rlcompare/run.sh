@@ -17,8 +17,13 @@
 # answer; it takes a fraction of the CPU per call that grpc-go's client does, so more of the
 # shared cores is left to the services. LOAD=grpc drives them with grpc-go's client instead.
 #
-# It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001) and RL_PORT
-# (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
+# Under the limit it also runs bench/envoy's no-op gRPC server (extauthz's server options, every
+# call answered OK without a look): what a service on grpc-go that did no work at all would
+# reach against envoyproxy/ratelimit on this machine with this load generator, the ceiling of
+# extauthz's ratio.
+#
+# It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001), NOOP_PORT
+# (18002) and RL_PORT (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${RL_BIN:?set RL_BIN to an envoyproxy/ratelimit binary}"
@@ -26,6 +31,7 @@ seconds="${1:-10}"
 rport="${REDIS_PORT:-16379}"
 eport="${EXTAUTHZ_PORT:-18001}"
 lport="${RL_PORT:-18081}"
+nport="${NOOP_PORT:-18002}"
 clients="${CLIENTS:-50}"
 server=() redis=() client=()
 case "${PIN:-0}" in
@@ -41,7 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd ../.. && go build -o "$work/extauthz" ./cmd/extauthz)
+(cd ../.. && go build -o "$work/extauthz" ./cmd/extauthz && go build -o "$work/envoybench" ./bench/envoy)
 go build -o "$work/rlcompare" .
 
 "${redis[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
@@ -93,11 +99,20 @@ CONF
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
-# ratio NAME [NOTE]: extauthz's throughput over NAME's in the scenario just run, and NOTE.
+# run_noop: the no-op gRPC server, as the service is run (pinned the same way).
+run_noop() {
+	"${server[@]}" "$work/envoybench" noop -addr "127.0.0.1:$nport" >"$work/noop.log" 2>&1 &
+	local pid=$!
+	wait_port "$nport"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$nport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name no-op -pid "$pid" -load "${LOAD:-h2}" | tee "$work/no-op.out"
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+# ratio A NAME [NOTE]: A's throughput over NAME's in the scenario just run, and NOTE.
 ratio() {
-	awk -v name="$1" -v note="${2:-}" 'FNR == 1 { n[FILENAME] = $2 } END {
-		printf "extauthz / %s: %.2fx the checks a second%s\n", name, n[ARGV[1]] / n[ARGV[2]], note }' \
-		"$work/extauthz.out" "$work/$1.out"
+	awk -v a="$1" -v name="$2" -v note="${3:-}" 'FNR == 1 { n[FILENAME] = $2 } END {
+		printf "%s / %s: %.2fx the checks a second%s\n", a, name, n[ARGV[1]] / n[ARGV[2]], note }' \
+		"$work/$1.out" "$work/$2.out"
 }
 
 for scenario in "under 1000000" "over 100"; do
@@ -107,10 +122,15 @@ for scenario in "under 1000000" "over 100"; do
 	run_extauthz "$2"
 	redis-cli -p "$rport" flushall >/dev/null
 	run_ratelimit "$2"
-	ratio ratelimit " (target >= 2x)"
+	ratio extauthz ratelimit " (target >= 2x)"
+	if [ "$1" = under ]; then
+		run_noop
+		ratio no-op ratelimit " (the ceiling: a service that does nothing)"
+		ratio extauthz no-op
+	fi
 	if [ "$1" = over ]; then
 		redis-cli -p "$rport" flushall >/dev/null
 		run_ratelimit "$2" 1048576
-		ratio rl+cache
+		ratio extauthz rl+cache
 	fi
 done
