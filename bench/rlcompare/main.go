@@ -76,7 +76,9 @@ func main() {
 		log.Fatalf("-load %q: want h2 or grpc", *load)
 	}
 	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
+	rpid := redisPid(*redisAddr)
 	cpu0, calls0 := redisStats(*redisAddr)
+	wake0 := wakeups(rpid)
 	svc0, self0 := processCPU(*pid), processCPU(os.Getpid())
 	begin := time.Now()
 	measuring.Store(true)
@@ -84,6 +86,7 @@ func main() {
 	measuring.Store(false)
 	elapsed := time.Since(begin)
 	cpu1, calls1 := redisStats(*redisAddr)
+	wake1 := wakeups(rpid)
 	svc1, self1 := processCPU(*pid), processCPU(os.Getpid())
 	close(stop)
 	wg.Wait()
@@ -100,9 +103,15 @@ func main() {
 	if *pid != 0 && svcPerCheck+perCheck > 0 {
 		capacity = fmt.Sprintf("%.0f", 1e6/(svcPerCheck+perCheck))
 	}
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s\n",
+	// Redis's wakeups: the times its event loop went to sleep and was woken (its voluntary
+	// context switches), each a read of what its clients sent since
+	wakes := "-"
+	if rpid != 0 && wake1 > wake0 {
+		wakes = fmt.Sprintf("%.0f/s, %.1f us of cpu each", float64(wake1-wake0)/elapsed.Seconds(), (cpu1-cpu0)/float64(wake1-wake0)*1e6)
+	}
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s  redis wakeups %s\n",
 		*name, float64(n)/elapsed.Seconds(), t.ok.Load(), t.over.Load(), t.failed.Load(), perCheck,
-		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity)
+		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity, wakes)
 	if t.failed.Load() > 0 {
 		os.Exit(1)
 	}
@@ -166,6 +175,37 @@ func processCPU(pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // clock ticks: USER_HZ is 100 on Linux
+}
+
+// redisPid returns the process id of the redis-server at addr (INFO server), 0 when it is not
+// said.
+func redisPid(addr string) int {
+	for _, line := range strings.Split(redisInfo(addr, "server"), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, _ := strconv.Atoi(v)
+			return pid
+		}
+	}
+	return 0
+}
+
+// wakeups returns the voluntary context switches of process pid so far (/proc), 0 for pid 0 or
+// a process this one cannot see.
+func wakeups(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // redisStats returns the CPU seconds redis-server has used and the commands it has run, from
