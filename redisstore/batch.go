@@ -61,8 +61,8 @@ func queueOf(key string, op *hotparam.RemoteOp) queueKey {
 }
 
 // timers are the timers of queued calls, reused: a call queued behind another waits at most
-// Timeout, and most are answered well before, so that a timer made for each would be made and
-// stopped on every queued call.
+// Timeout, and most are answered long before it, so that a timer of its own would be made for
+// every queued call, only to be stopped.
 var timers sync.Pool
 
 // startTimer returns a timer that fires after d, from timers when one is there; stopTimer
