@@ -36,6 +36,7 @@ func main() {
 	name := flag.String("name", "service", "label of the result line")
 	pid := flag.Int("pid", 0, "process id of the service, to report its CPU per check (0: not reported)")
 	load := flag.String("load", "h2", "load generator: h2 (pre-encoded HTTP/2 frames) or grpc (grpc-go's client)")
+	windows := flag.String("grpc-windows", "dynamic", "grpc-go's flow-control windows with -load grpc: dynamic (grpc-go's default) or static (1 MiB, no BDP pings: Envoy's windows are set in its HTTP/2 options)")
 	flag.Parse()
 
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
@@ -71,7 +72,17 @@ func main() {
 			}()
 		}
 	case "grpc":
-		grpcLoad(*addr, req, *clients, *conns, &measuring, stop, &wg, &t)
+		var opts []grpc.DialOption
+		switch *windows {
+		case "static":
+			// grpc-go's default windows grow by BDP estimation: a ping for every round trip
+			// of data, which each server answers; Envoy's windows are fixed by its options
+			opts = append(opts, grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
+		case "dynamic":
+		default:
+			log.Fatalf("-grpc-windows %q: want static or dynamic", *windows)
+		}
+		grpcLoad(*addr, req, *clients, *conns, opts, &measuring, stop, &wg, &t)
 	default:
 		log.Fatalf("-load %q: want h2 or grpc", *load)
 	}
@@ -118,12 +129,12 @@ func main() {
 }
 
 // grpcLoad starts clients goroutines that call ShouldRateLimit with req through grpc-go's
-// client, on conns connections, until stop is closed, counting the answers in t while measuring
+// client, on conns connections dialled with opts, until stop is closed, counting the answers in t while measuring
 // is on.
-func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
+func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, opts []grpc.DialOption, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
 	var cs []rlsv3.RateLimitServiceClient
 	for range conns {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 		if err != nil {
 			log.Fatal(err)
 		}

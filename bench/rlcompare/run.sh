@@ -15,7 +15,9 @@
 #
 # The load generator (rlcompare's -load h2) sends pre-encoded HTTP/2 frames and checks every
 # answer; it takes a fraction of the CPU per call that grpc-go's client does, so more of the
-# shared cores is left to the services. LOAD=grpc drives them with grpc-go's client instead.
+# shared cores is left to the services. LOAD=grpc drives them with grpc-go's client instead;
+# GRPC_WINDOWS=static gives it fixed flow-control windows, as Envoy's are (grpc-go's default
+# windows grow by BDP estimation, a ping a round trip that each server must answer).
 #
 # Under the limit it also runs bench/envoy's no-op gRPC server (extauthz's server options, every
 # call answered OK without a look): what a service on grpc-go that did no work at all would
@@ -68,7 +70,7 @@ RULES
 		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid" -load "${LOAD:-h2}" | tee "$work/extauthz.out"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/extauthz.out"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -95,7 +97,7 @@ CONF
 		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "${server[@]}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
 	local pid=$!
 	wait_port "$lport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid" -load "${LOAD:-h2}" | tee "$work/$name.out"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/$name.out"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -104,7 +106,7 @@ run_noop() {
 	"${server[@]}" "$work/envoybench" noop -addr "127.0.0.1:$nport" >"$work/noop.log" 2>&1 &
 	local pid=$!
 	wait_port "$nport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$nport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name no-op -pid "$pid" -load "${LOAD:-h2}" | tee "$work/no-op.out"
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$nport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name no-op -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/no-op.out"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
