@@ -21,8 +21,8 @@ func gogcPercent(t *testing.T, p *proc) string {
 	return ""
 }
 
-// The memory_limit setting becomes the runtime's soft limit, logged at start; a bad one is a
-// config error naming the key.
+// The memory_limit setting becomes the runtime's soft limit, logged at start with the
+// collector's target; a bad one is a config error naming the key.
 func TestBinaryMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
 	p := startIn(t, dir, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
@@ -30,8 +30,31 @@ func TestBinaryMemoryLimit(t *testing.T) {
 	if e == nil {
 		t.Fatal("no memory limit logged at start")
 	}
-	if from, _ := e["from"].(string); from == "" {
+	from, _ := e["from"].(string)
+	if from == "" {
 		t.Errorf("memory limit logged without where it came from: %v", e)
+	}
+	// Without a limit (the machine's cgroup has none) the collector's target still follows
+	// the live heap, never below Go's default: 32MiB of garbage, at most 4x the few MiB a
+	// service without rules holds, so GOGC 400. In a container, a 32nd of its limit.
+	if from == "none" {
+		if got, want := e["gc_allowance_bytes"], float64(32<<20); got != want {
+			t.Errorf("no limit: memory limit logged %v, want gc_allowance_bytes %v", e, want)
+		}
+		if got := gogcPercent(t, p); got != "400" {
+			t.Errorf("go_gc_gogc_percent = %q without a limit, want 400", got)
+		}
+	} else if soft, _ := e["soft_limit_bytes"].(float64); e["gc_allowance_bytes"] != float64(int64(soft/32)) {
+		t.Errorf("limit from %s: memory limit logged %v, want gc_allowance_bytes a 32nd of soft_limit_bytes", from, e)
+	}
+	// off: Go's defaults, no limit and GOGC 100.
+	off := writeFile(t, dir, "off.yaml", "memory_limit: \"off\"\n")
+	p = startIn(t, dir, "--config", off, "--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	if e := p.Entry("memory limit"); e["from"] != "off" || e["gc_allowance_bytes"] != nil {
+		t.Errorf("memory_limit off: memory limit logged %v, want from off and no gc_allowance_bytes", e)
+	}
+	if got := gogcPercent(t, p); got != "100" {
+		t.Errorf("go_gc_gogc_percent = %q with memory_limit off, want Go's default 100", got)
 	}
 
 	cfg := writeFile(t, dir, "extauthz.yaml", "memory_limit: 256MiB\n")

@@ -18,6 +18,14 @@ const (
 	// AllowanceShare is the share of the soft memory limit that garbage may take beyond the
 	// live heap before a collection.
 	AllowanceShare = 1.0 / 32
+	// NoLimitAllowance is the garbage a heap without a soft limit may hold beyond the live
+	// heap (NewGCTarget with no limit), never less than Go's default lets it (NoLimitMin): GOGC
+	// 400 for a live heap of up to 8MiB, Go's default from 32MiB on, and at most 24MiB more than
+	// Go's default holds.
+	NoLimitAllowance = 32 << 20
+	// NoLimitMin is the least GOGC percent without a limit: Go's default. With no limit to stay
+	// under, nothing calls for collecting more often than it does.
+	NoLimitMin = 100
 )
 
 // GCTarget sets the collector's target (GOGC) from the live heap and the soft memory limit:
@@ -34,6 +42,8 @@ type GCTarget struct {
 	// Allowance is the garbage, in bytes, the heap may hold beyond the live heap; 0 keeps
 	// Go's default of 100.
 	Allowance int64
+	// Min is the least GOGC percent set; 0 is MinGCPercent.
+	Min int
 	// Every is how often the live heap is read; 0 is one second.
 	Every time.Duration
 
@@ -43,18 +53,23 @@ type GCTarget struct {
 	sample  []metrics.Sample
 }
 
-// NewGCTarget is the target for a soft limit of limit bytes, or nil when there is none
-// (limit <= 0 or math.MaxInt64) or GOGC is set in the environment, which then stays in force.
+// NewGCTarget is the target for a soft limit of limit bytes; with none (limit <= 0 or
+// math.MaxInt64), NoLimitAllowance never below NoLimitMin: a service with a small state
+// collects a fraction as often as at Go's default, a large one as often. It is nil when GOGC
+// is set in the environment, which then stays in force.
 func NewGCTarget(limit int64, getenv func(string) string) *GCTarget {
-	if limit <= 0 || limit == math.MaxInt64 || (getenv != nil && getenv("GOGC") != "") {
+	if getenv != nil && getenv("GOGC") != "" {
 		return nil
+	}
+	if limit <= 0 || limit == math.MaxInt64 {
+		return &GCTarget{Allowance: NoLimitAllowance, Min: NoLimitMin}
 	}
 	return &GCTarget{Allowance: int64(float64(limit) * AllowanceShare)}
 }
 
 // Percent is the GOGC percent for a live heap of live bytes: Allowance as a share of live,
 // rounded down to a multiple of 25 so that small changes of the live heap do not reset it,
-// within [MinGCPercent, MaxGCPercent].
+// within [Min (MinGCPercent when 0), MaxGCPercent].
 func (g *GCTarget) Percent(live uint64) int {
 	if g.Allowance <= 0 {
 		return 100
@@ -67,7 +82,11 @@ func (g *GCTarget) Percent(live uint64) int {
 		return MaxGCPercent
 	}
 	n := int(p) / 25 * 25
-	return max(n, MinGCPercent)
+	least := g.Min
+	if least <= 0 {
+		least = MinGCPercent
+	}
+	return max(n, least)
 }
 
 // Update reads the live heap and sets GOGC when its percent changed; it returns the percent

@@ -5,20 +5,44 @@ import (
 	"testing"
 )
 
-func TestNewGCTargetOnlyUnderALimit(t *testing.T) {
+func TestNewGCTarget(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	if g := NewGCTarget(0, nil); g != nil {
-		t.Errorf("no limit: got %+v, want nil", g)
-	}
-	if g := NewGCTarget(math.MaxInt64, nil); g != nil {
-		t.Errorf("the runtime's no-limit value: got %+v, want nil", g)
+	for _, limit := range []int64{0, math.MaxInt64} { // none, and the runtime's no-limit value
+		if g := NewGCTarget(limit, nil); g == nil || g.Allowance != NoLimitAllowance || g.Min != NoLimitMin {
+			t.Errorf("no limit (%d): got %+v, want an allowance of %d never below GOGC %d", limit, g, NoLimitAllowance, NoLimitMin)
+		}
 	}
 	if g := NewGCTarget(1<<30, env(map[string]string{"GOGC": "200"})); g != nil {
 		t.Errorf("GOGC set: got %+v, want nil (GOGC stays in force)", g)
 	}
+	if g := NewGCTarget(0, env(map[string]string{"GOGC": "200"})); g != nil {
+		t.Errorf("GOGC set, no limit: got %+v, want nil (GOGC stays in force)", g)
+	}
 	g := NewGCTarget(1<<30, env(nil))
-	if g == nil || g.Allowance != 32<<20 {
-		t.Fatalf("1GiB limit: got %+v, want an allowance of 32MiB", g)
+	if g == nil || g.Allowance != 32<<20 || g.Min != 0 {
+		t.Fatalf("1GiB limit: got %+v, want an allowance of 32MiB down to MinGCPercent", g)
+	}
+}
+
+// Without a limit the target never goes below Go's default: a large state collects as often
+// as it would at GOGC 100, a small one up to four times less often.
+func TestGCTargetPercentWithoutALimit(t *testing.T) {
+	g := NewGCTarget(0, nil)
+	for _, tc := range []struct {
+		live uint64
+		want int
+	}{
+		{0, MaxGCPercent},
+		{2 << 20, MaxGCPercent},
+		{8 << 20, 400},
+		{16 << 20, 200},
+		{32 << 20, 100},
+		{112 << 20, 100}, // under a limit 25: without one, Go's default
+		{1 << 30, 100},
+	} {
+		if got := g.Percent(tc.live); got != tc.want {
+			t.Errorf("Percent(%d MiB) = %d, want %d", tc.live>>20, got, tc.want)
+		}
 	}
 }
 

@@ -5,8 +5,9 @@
 // Without a soft limit the Go heap may grow to twice the live heap before a collection (GOGC
 // 100), so a service holding a large, steady state (tracked values) can be killed by the
 // container's limit while half of what it holds is garbage. With the limit, the collector runs
-// harder as the heap nears it, and resident memory tracks the live heap. Under a limit, GCTarget
-// sets the collector's target from the live heap (see GCTarget).
+// harder as the heap nears it, and resident memory tracks the live heap. GCTarget sets the
+// collector's target from the live heap, under a limit and, never below Go's default, without
+// one (see GCTarget).
 package memlimit
 
 import (
@@ -35,6 +36,7 @@ const (
 	FromCgroupV2 = "cgroup v2"         // memory.max of the process's cgroup
 	FromCgroupV1 = "cgroup v1"         // memory.limit_in_bytes of the process's memory cgroup
 	FromNone     = "none"              // no limit found: the runtime's default (none) stays
+	FromOff      = settingOff          // the setting turned detection off: none is set
 	settingOff   = "off"               // the setting that turns detection off
 	defaultRoot  = "/sys/fs/cgroup"    // where cgroup file systems are mounted
 	defaultProc  = "/proc/self/cgroup" // the process's cgroup membership
@@ -56,7 +58,7 @@ type Source struct {
 
 // Limit is the soft memory limit Detect chose.
 type Limit struct {
-	// Bytes is the soft limit to set; 0 when none is (From is FromNone or FromEnv).
+	// Bytes is the soft limit to set; 0 when none is (From is FromNone, FromOff or FromEnv).
 	Bytes int64
 	// Container is the container's memory limit in bytes, when one was read; 0 otherwise.
 	Container int64
@@ -73,7 +75,7 @@ type Limit struct {
 func Detect(src Source) (Limit, error) {
 	switch s := strings.TrimSpace(src.Setting); s {
 	case settingOff:
-		return Limit{From: FromNone}, nil
+		return Limit{From: FromOff}, nil
 	case "":
 	default:
 		n, err := ParseSize(s)

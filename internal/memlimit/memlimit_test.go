@@ -63,7 +63,7 @@ func TestDetect(t *testing.T) {
 		{"setting wins over the cgroup", "0::/\n", map[string]string{"memory.max": "1073741824"}, "256MiB", "",
 			Limit{Bytes: 256 << 20, From: FromSetting}, ""},
 		{"off", "0::/\n", map[string]string{"memory.max": "1073741824"}, "off", "",
-			Limit{From: FromNone}, ""},
+			Limit{From: FromOff}, ""},
 		{"GOMEMLIMIT stays", "0::/\n", map[string]string{"memory.max": "1073741824"}, "", "800MiB",
 			Limit{From: FromEnv}, ""},
 	}

@@ -56,7 +56,10 @@ type Config struct {
 	// 400, see memlimit.GCTarget). A small state then spends a fraction of the collector time of
 	// Go's default (GOGC 100) on the garbage of requests, and a large one (a million tracked
 	// values) holds a resident size close to its live heap instead of up to twice it; near the
-	// limit the collector runs more often still.
+	// limit the collector runs more often still. Without a limit (none found, no setting) the
+	// target follows the live heap too, with 32MiB of garbage, never below Go's default: GOGC
+	// 400 for a live heap of up to 8MiB, 100 from 32MiB on, at most 24MiB more heap than Go's
+	// default holds. `off` keeps Go's defaults: no limit and GOGC 100.
 	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.
