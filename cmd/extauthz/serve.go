@@ -500,9 +500,9 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 }
 
 // setMemoryLimit sets the Go runtime's soft memory limit from setting (the memory_limit key) or
-// the container's cgroup, and logs it with the collector's target that follows from it (with
-// no limit, memlimit's target for none; with memory_limit off, none), which the caller runs. A cgroup file that cannot be read is logged and leaves the runtime's
-// default: it is no reason not to serve.
+// the container's cgroup, and logs it with the collector's target that goes with it
+// (memlimit.Limit.GCTarget), which the caller runs. A cgroup file that cannot be read is logged
+// and leaves the runtime's default: it is no reason not to serve.
 func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string) *memlimit.GCTarget {
 	lim, err := memlimit.Detect(memlimit.Source{Setting: setting, Getenv: getenv})
 	if err != nil {
@@ -517,10 +517,7 @@ func setMemoryLimit(log *zap.Logger, setting string, getenv func(string) string)
 	if lim.Container > 0 {
 		fields = append(fields, zap.Int64("container_limit_bytes", lim.Container), zap.String("file", lim.File))
 	}
-	var gc *memlimit.GCTarget
-	if lim.From != memlimit.FromOff { // off: Go's defaults, no limit and GOGC 100
-		gc = memlimit.NewGCTarget(inForce, getenv)
-	}
+	gc := lim.GCTarget(inForce, getenv)
 	if gc != nil {
 		fields = append(fields, zap.Int64("gc_allowance_bytes", gc.Allowance))
 	}

@@ -67,6 +67,15 @@ func NewGCTarget(limit int64, getenv func(string) string) *GCTarget {
 	return &GCTarget{Allowance: int64(float64(limit) * AllowanceShare)}
 }
 
+// GCTarget is the collector's target that goes with l, once applied (inForce, the limit
+// Apply returned): NewGCTarget's, except with memory_limit off, which keeps Go's defaults (nil).
+func (l Limit) GCTarget(inForce int64, getenv func(string) string) *GCTarget {
+	if l.From == FromOff {
+		return nil
+	}
+	return NewGCTarget(inForce, getenv)
+}
+
 // Percent is the GOGC percent for a live heap of live bytes: Allowance as a share of live,
 // rounded down to a multiple of 25 so that small changes of the live heap do not reset it,
 // within [Min (MinGCPercent when 0), MaxGCPercent].

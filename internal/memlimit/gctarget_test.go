@@ -24,6 +24,20 @@ func TestNewGCTarget(t *testing.T) {
 	}
 }
 
+// A limit's target: none with memory_limit off (Go's defaults), the no-limit target when none
+// was found, the limit's own otherwise.
+func TestLimitGCTarget(t *testing.T) {
+	if g := (Limit{From: FromOff}).GCTarget(math.MaxInt64, nil); g != nil {
+		t.Errorf("off: got %+v, want none", g)
+	}
+	if g := (Limit{From: FromNone}).GCTarget(math.MaxInt64, nil); g == nil || g.Allowance != NoLimitAllowance || g.Min != NoLimitMin {
+		t.Errorf("none found: got %+v, want the no-limit target", g)
+	}
+	if g := (Limit{Bytes: 1 << 30, From: FromSetting}).GCTarget(1<<30, nil); g == nil || g.Allowance != 32<<20 {
+		t.Errorf("1GiB set: got %+v, want an allowance of 32MiB", g)
+	}
+}
+
 // Without a limit the target never goes below Go's default: a large state collects as often
 // as it would at GOGC 100, a small one up to four times less often.
 func TestGCTargetPercentWithoutALimit(t *testing.T) {
