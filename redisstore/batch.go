@@ -60,9 +60,9 @@ func queueOf(key string, op *hotparam.RemoteOp) queueKey {
 	return queueKey{key: key, count: op.Count, burst: op.Burst, duration: op.Duration}
 }
 
-// timers are the timers of queued calls, reused: a call queued behind another waits at most
-// Timeout, and most are answered long before it, so that a timer of its own would be made for
-// every queued call, only to be stopped.
+// timers are the timers of queued and held calls, reused: a call queued behind another waits
+// at most Timeout, and most are answered long before it, so that a timer of its own would be
+// made for every queued call, only to be stopped.
 var timers sync.Pool
 
 // startTimer returns a timer that fires after d, from timers when one is there; stopTimer

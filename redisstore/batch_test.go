@@ -235,3 +235,59 @@ func TestQueuedCallTimerReused(t *testing.T) {
 		stopTimer(tm)
 	}
 }
+
+// A batch of different calls sends each its own op, a run of equal ones one argument: the
+// queued calls are answered as calls one after the other would be.
+func TestBatchOfDifferentOps(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100, BlockedCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op := hotparam.RemoteOp{RuleID: "mixed", Value: "v", Count: 10, Duration: time.Hour, Hits: 1}
+	ctx := context.Background()
+	waiting := func() int {
+		s.bat.mu.Lock()
+		defer s.bat.mu.Unlock()
+		n := 0
+		for _, q := range s.bat.queues {
+			n += len(q.waiting)
+		}
+		return n
+	}
+	srv.Pause()
+	first := make(chan error, 1)
+	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)) }()
+	waitFor(t, "the first call in flight", func() bool {
+		s.bat.mu.Lock()
+		defer s.bat.mu.Unlock()
+		return len(s.bat.queues) == 1
+	})
+	hits := []int64{2, 2, 3}
+	res := make([][]hotparam.RemoteResult, len(hits))
+	errs := make(chan error, len(hits))
+	for i, h := range hits { // queued one after the other, in this order
+		o := op
+		o.Hits = h
+		res[i] = make([]hotparam.RemoteResult, 1)
+		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
+		waitFor(t, "the call queued", func() bool { return waiting() == i+1 })
+	}
+	srv.Resume()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range hits {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := int64(10 - 1)
+	for i, h := range hits {
+		left -= h
+		if r := res[i][0]; !r.Allowed || r.Remaining != left {
+			t.Errorf("queued call %d of %d hits: %+v, want allowed with %d left", i, h, r, left)
+		}
+	}
+}

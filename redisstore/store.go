@@ -385,8 +385,8 @@ func (s *Store) tracedCacheRefusal(ctx context.Context, n int) {
 
 // sleep waits d, or until ctx ends (its error).
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	t := startTimer(d)
+	defer stopTimer(t)
 	select {
 	case <-t.C:
 		return nil

@@ -129,8 +129,8 @@ func main() {
 }
 
 // grpcLoad starts clients goroutines that call ShouldRateLimit with req through grpc-go's
-// client, on conns connections dialled with opts, until stop is closed, counting the answers in t while measuring
-// is on.
+// client, on conns connections dialled with opts, until stop is closed, counting the answers
+// in t while measuring is on.
 func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, opts []grpc.DialOption, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
 	var cs []rlsv3.RateLimitServiceClient
 	for range conns {
