@@ -86,6 +86,17 @@ func TestBinaryRedisEvictionCounted(t *testing.T) {
 			t.Fatalf("victim call %d: %v, want %v", i, got, w)
 		}
 	}
+	// Redis's LRU clock counts whole seconds: keys touched in the same second are as old as
+	// each other, and the fill's keys might be evicted before the victim's. Once the victim's
+	// key has been idle a second on that clock, every key the fill writes is younger.
+	victim := strings.Fields(srv.CLI("--scan", "--pattern", "*{victim}*"))
+	if len(victim) != 1 {
+		t.Fatalf("the victim's keys in Redis: %q, want one", victim)
+	}
+	eventually(t, "the victim's key idle a second on Redis's LRU clock", func() bool {
+		n, err := strconv.Atoi(srv.CLI("OBJECT", "IDLETIME", victim[0]))
+		return err == nil && n >= 1
+	})
 	fillRedis(t, srv, 16<<20)
 	evicted, _ := strconv.ParseFloat(srv.Info("evicted_keys"), 64)
 	if evicted == 0 || srv.CLI("--scan", "--pattern", "*{victim}*") != "" {
