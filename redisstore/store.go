@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +103,9 @@ type Store struct {
 
 	// clock, when not nil, replaces the Redis clock: tests pass exact instants through it.
 	clock func() time.Time
+	// yield is what a batch's sender does before it takes the queue (runtime.Gosched; see
+	// batch.go); tests make it wait for the calls they queue.
+	yield func()
 
 	mu     sync.Mutex // serialises connecting
 	client atomic.Pointer[clientBox]
@@ -144,7 +148,7 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	}
 	sum := sha1.Sum([]byte(scriptSource))
 	s := &Store{cfg: cfg, opts: opts, sha: hex.EncodeToString(sum[:]), copt: copt, blk: newBlocked(cfg.BlockedCache),
-		bat: batcher{queues: map[queueKey]*queue{}}}
+		bat: batcher{queues: map[queueKey]*queue{}}, yield: runtime.Gosched}
 	s.br.threshold = int64(cfg.BreakerFailures)
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
