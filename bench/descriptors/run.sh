@@ -36,7 +36,10 @@ cleanup() {
 trap cleanup EXIT
 (cd "$root" && go build -o "$work/extauthz" ./cmd/extauthz && go build -o "$work/envoybench" ./bench/envoy &&
 	go run ./bench/throttle -descriptors "$n" $([ "${API:-}" = check ] && echo -check) >"$work/body")
-cat >"$work/rules.yaml" <<'RULES'
+# the rules file in a directory of its own, as in a deployment: extauthz watches its directory,
+# and each write there (h2load's latency log, the servers' logs) would wake the watcher
+mkdir "$work/rules"
+cat >"$work/rules/rules.yaml" <<'RULES'
 param_flow:
   - {resource: "POST:/orders", param: user, grade: qps, count: 1000000000, duration: 1s}
   - {resource: "GET:/reports", param: api_key, grade: qps, count: 1000000000, duration: 1s}
@@ -44,14 +47,14 @@ RULES
 method=envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 [ "${API:-}" = check ] && method=envoy.service.auth.v3.Authorization/Check
 declare -A addr pid
-"$work/extauthz" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules.yaml" \
+"$work/extauthz" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/rules.yaml" \
 	--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/extauthz.log" 2>&1 &
 pid[extauthz]=$! pids+=($!)
 "$work/envoybench" noop -addr 127.0.0.1:0 >"$work/noop.log" 2>&1 &
 pid[noop]=$! pids+=($!)
 servers=(noop extauthz)
 if [ -n "${BEFORE_BIN:-}" ]; then
-	"$BEFORE_BIN" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules.yaml" \
+	"$BEFORE_BIN" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/rules.yaml" \
 		--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/before.log" 2>&1 &
 	pid[before]=$! pids+=($!)
 	servers+=(before)

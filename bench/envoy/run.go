@@ -132,7 +132,12 @@ func (b *bench) setUp() error {
 	}
 	b.svcs["noop"] = &service{addr: noopAddr, procs: []*proc{noop}}
 
-	rules := filepath.Join(b.dir, "rules.yaml")
+	// The rules file lives in a directory of its own, as in a deployment: extauthz watches
+	// its directory, and each write there (Envoy's access log, in b.dir) wakes the watcher.
+	rules := filepath.Join(b.dir, "rules", "rules.yaml")
+	if err := os.Mkdir(filepath.Dir(rules), 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(rules, []byte(benchRules), 0o644); err != nil {
 		return err
 	}

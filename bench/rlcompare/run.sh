@@ -61,11 +61,12 @@ wait_port() { for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/nul
 
 # run_extauthz LIMIT: one extauthz in Redis mode with a cluster rule of LIMIT a second on item_id.
 run_extauthz() {
-	cat >"$work/rules.yaml" <<RULES
+	mkdir -p "$work/rules" # a directory of its own: extauthz watches it, and the logs are in $work
+	cat >"$work/rules/rules.yaml" <<RULES
 param_flow:
   - {resource: "POST:/order", param: item_id, grade: qps, count: $1, duration: 1s, cluster: true}
 RULES
-	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules.yaml" \
+	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules/rules.yaml" \
 		EXTAUTHZ_STORE_REDIS_ADDRS="127.0.0.1:$rport" EXTAUTHZ_STORE_REDIS_TIMEOUT=1s EXTAUTHZ_STORE_REDIS_FALLBACK=deny \
 		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
 	local pid=$!

@@ -48,18 +48,21 @@ if [ -n "${BEFORE_BIN:-}" ]; then
 	bin[held0]="$BEFORE_BIN" bin[free0]="$BEFORE_BIN"
 fi
 
-cat >"$work/held.yaml" <<'RULES'
+# the rules files in a directory of their own, as in a deployment: extauthz watches the
+# directory, and each write there (the servers' logs) would wake the watcher
+mkdir "$work/rules"
+cat >"$work/rules/held.yaml" <<'RULES'
 param_flow:
   - {resource: "POST:/orders", param: user, grade: qps, count: 10000, duration: 1s, behavior: throttle, max_queueing_time: 1s}
 RULES
-cat >"$work/free.yaml" <<'RULES'
+cat >"$work/rules/free.yaml" <<'RULES'
 param_flow:
   - {resource: "POST:/orders", param: user, grade: qps, count: 1000000000, duration: 1s}
 RULES
 
 declare -A grpc admin pid
 for s in "${cases[@]}"; do
-	"${bin[$s]}" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/${s%0}.yaml" \
+	"${bin[$s]}" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/${s%0}.yaml" \
 		--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/$s.log" 2>&1 &
 	pid[$s]=$!
 	pids+=($!)
