@@ -56,7 +56,7 @@ func rulesSources(cfg config.Config, store *rulestore.Store, log *zap.Logger) ([
 		return []source{src}, nil
 	case store.File() != "":
 		// the Store made the file's first load when it was built
-		return []source{{src: file.New(store, file.Options{}),
+		return []source{{src: file.New(store, file.Options{Log: log.Named("rules")}),
 			stopped: "rules watcher stopped; the rules in force stay until restart", close: func() {}}}, nil
 	}
 	return nil, nil

@@ -2,12 +2,16 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/extauthz/extauthz/rulestore"
 )
@@ -290,6 +294,61 @@ func TestRunPollsWhenEventsAreLost(t *testing.T) {
 	renameWrite(t, path, orderRules(4, 1))
 	if got := firstCount(waitVersion(t, s, 4)); got != 4 {
 		t.Fatalf("count %d after an edit in the new directory, want 4", got)
+	}
+}
+
+// Changes to other files in the rules file's directory wake the watcher: many of them in a
+// poll period make a warning (once within BusyWarnEvery), a few none.
+func TestRunWarnsOfABusyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	writeFile(t, path, orderRules(1, 1))
+	core, logs := observer.New(zap.WarnLevel)
+	const poll = 200 * time.Millisecond // more than BusyRate*0.2 = 20 changes a period is busy
+	s, _ := newTestStore(t, rulestore.Options{File: path}, Options{Poll: poll, Log: zap.New(core)})
+	runStore(t, s)
+	renameWrite(t, path, orderRules(2, 1))
+	waitVersion(t, s, 2) // Run is watching
+
+	for i := range 3 { // a few changes a period: quiet
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("quiet-%d.log", i)), "x")
+		time.Sleep(poll)
+	}
+	if n := logs.Len(); n != 0 {
+		t.Fatalf("%d warnings for a few changes to other files: %v", n, logs.All())
+	}
+	// a log written next to the rules file, many lines a period, until the warning comes
+	f, err := os.Create(filepath.Join(dir, "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	deadline := time.Now().Add(waitFor)
+	for logs.Len() == 0 && time.Now().Before(deadline) {
+		if _, err := f.WriteString("GET /items 200\n"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	all := logs.All()
+	if len(all) != 1 {
+		t.Fatalf("%d warnings while a log next to the rules file was written, want 1", len(all))
+	}
+	fields := all[0].ContextMap()
+	if fields["dir"] != dir || fields["changes_to_other_files"].(int64) <= 20 || !strings.Contains(all[0].Message, "directory of its own") {
+		t.Errorf("warning %q %v: want the directory, more than 20 changes, and what to do", all[0].Message, fields)
+	}
+	// still busy for two more periods: no second warning within BusyWarnEvery
+	for end := time.Now().Add(2 * poll); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := f.WriteString("GET /items 200\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := logs.Len(); n != 1 {
+		t.Errorf("%d warnings within BusyWarnEvery, want 1", n)
+	}
+	if got := s.Current().Version; got != 2 {
+		t.Errorf("version %d after changes to other files only, want 2 (no reload)", got)
 	}
 }
 
