@@ -20,25 +20,40 @@ import (
 
 // proc is a process the benchmark started and stops.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string // where its output goes
+	name   string
+	cmd    *exec.Cmd
+	log    string        // where its output goes
+	exited chan struct{} // closed once it has exited (and its output is copied)
+}
+
+// started returns the proc of cmd, just started. Its Wait runs once, here (a second Wait of an
+// exec.Cmd may never return), then after, when not nil.
+func started(name string, cmd *exec.Cmd, log string, after func()) *proc {
+	p := &proc{name: name, cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		if after != nil {
+			after()
+		}
+		close(p.exited)
+	}()
+	return p
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
+// stop interrupts the process and waits until it has exited; one that has not within 5s is
+// killed.
 func (p *proc) stop() {
-	if p == nil || p.cmd.Process == nil {
+	if p == nil || p.exited == nil {
 		return
 	}
 	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.exited:
 	case <-time.After(5 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.exited
 	}
 }
 
@@ -53,19 +68,19 @@ func start(dir, name string, ready func(line string) bool, env []string, bin str
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = dieWithParent()
 	cmd.Env = append(os.Environ(), env...)
-	p := &proc{name: name, cmd: cmd, log: logPath}
 	if ready == nil {
 		cmd.Stdout, cmd.Stderr = f, f
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
-		return p, nil
+		return started(name, cmd, logPath, nil), nil
 	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	p := started(name, cmd, logPath, func() { pw.Close() })
 	found := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -83,7 +98,6 @@ func start(dir, name string, ready func(line string) bool, env []string, bin str
 			found <- false
 		}
 	}()
-	go func() { _ = cmd.Wait(); pw.Close() }()
 	select {
 	case ok := <-found:
 		if ok {
@@ -171,7 +185,7 @@ func startEnvoy(dir, name, bin string, cfg []byte, workers int) (*envoyProc, err
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	e := &envoyProc{proc: &proc{name: name, cmd: cmd, log: errLog.Name()}}
+	e := &envoyProc{proc: started(name, cmd, errLog.Name(), nil)}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(adminPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
