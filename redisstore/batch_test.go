@@ -112,11 +112,7 @@ func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
 	defer s.Close()
 	const clients, each = 40, 25
 	op := hotparam.RemoteOp{RuleID: "over", Value: "hot", Count: 1, Duration: time.Hour, Hits: 1}
-	warm := op
-	warm.Value = "warm" // loads the script: the calls below are one EVALSHA each
-	if err := s.Eval(context.Background(), []hotparam.RemoteOp{warm}, make([]hotparam.RemoteResult, 1)); err != nil {
-		t.Fatal(err)
-	}
+	loadScript(t, s, op)
 	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
 	admitted, failed := hammer(s, op, clients, each, func(r hotparam.RemoteResult) {
 		if r.RetryAfter <= 0 || r.RetryAfter > time.Hour {
@@ -174,20 +170,7 @@ func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 	defer s.Close()
 	const others, allowance = 7, 5
 	op := hotparam.RemoteOp{RuleID: "yield", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
-	warm := op
-	warm.Value = "warm" // loads the script: the calls below are one EVALSHA each
-	if err := s.Eval(context.Background(), []hotparam.RemoteOp{warm}, make([]hotparam.RemoteResult, 1)); err != nil {
-		t.Fatal(err)
-	}
-	waiting := func() int {
-		s.bat.mu.Lock()
-		defer s.bat.mu.Unlock()
-		n := 0
-		for _, q := range s.bat.queues {
-			n += len(q.waiting)
-		}
-		return n
-	}
+	loadScript(t, s, op)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var first atomic.Bool
@@ -198,7 +181,7 @@ func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 		}
 		close(yielded)
 		// the others' goroutines run meanwhile: wait until they are queued (or 10s)
-		for deadline := time.Now().Add(10 * time.Second); waiting() < others && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); s.queued().waiting < others && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -256,21 +239,12 @@ func TestBatchQueuedCallTimesOut(t *testing.T) {
 	call := func() {
 		errs <- s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1))
 	}
-	queued := func() (inFlight, waiting int) {
-		s.bat.mu.Lock()
-		defer s.bat.mu.Unlock()
-		for _, q := range s.bat.queues {
-			inFlight++
-			waiting += len(q.waiting)
-		}
-		return inFlight, waiting
-	}
 	begin := time.Now()
 	go call()
-	waitFor(t, "the first call in flight", func() bool { f, _ := queued(); return f == 1 })
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
 	go call()
 	go call()
-	waitFor(t, "two calls queued behind it", func() bool { _, w := queued(); return w == 2 })
+	waitFor(t, "two calls queued behind it", func() bool { return s.queued().waiting == 2 })
 	for range 3 {
 		if err := <-errs; err == nil {
 			t.Error("a call with Redis paused: got nil error")
@@ -292,7 +266,7 @@ func TestBatchQueuedCallTimesOut(t *testing.T) {
 		time.Sleep(20 * ms)
 	}
 	// the goroutine that sent the last queued batch lets go of the key once it finds none left
-	waitFor(t, "no queue left with nothing in flight", func() bool { f, _ := queued(); return f == 0 })
+	waitFor(t, "no queue left with nothing in flight", func() bool { return s.queued().inFlight == 0 })
 }
 
 // A queued call's timer is reused: one given back after it fired, its value read or not,
@@ -327,23 +301,10 @@ func TestBatchOfDifferentOps(t *testing.T) {
 	defer s.Close()
 	op := hotparam.RemoteOp{RuleID: "mixed", Value: "v", Count: 10, Duration: time.Hour, Hits: 1}
 	ctx := context.Background()
-	waiting := func() int {
-		s.bat.mu.Lock()
-		defer s.bat.mu.Unlock()
-		n := 0
-		for _, q := range s.bat.queues {
-			n += len(q.waiting)
-		}
-		return n
-	}
 	srv.Pause()
 	first := make(chan error, 1)
 	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)) }()
-	waitFor(t, "the first call in flight", func() bool {
-		s.bat.mu.Lock()
-		defer s.bat.mu.Unlock()
-		return len(s.bat.queues) == 1
-	})
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
 	hits := []int64{2, 2, 3}
 	res := make([][]hotparam.RemoteResult, len(hits))
 	errs := make(chan error, len(hits))
@@ -352,7 +313,7 @@ func TestBatchOfDifferentOps(t *testing.T) {
 		o.Hits = h
 		res[i] = make([]hotparam.RemoteResult, 1)
 		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
-		waitFor(t, "the call queued", func() bool { return waiting() == i+1 })
+		waitFor(t, "the call queued", func() bool { return s.queued().waiting == i+1 })
 	}
 	srv.Resume()
 	if err := <-first; err != nil {
@@ -369,5 +330,29 @@ func TestBatchOfDifferentOps(t *testing.T) {
 		if r := res[i][0]; !r.Allowed || r.Remaining != left {
 			t.Errorf("queued call %d of %d hits: %+v, want allowed with %d left", i, h, r, left)
 		}
+	}
+}
+
+// queueCounts is what the batcher holds: keys with a call in flight, and calls queued behind
+// them.
+type queueCounts struct{ inFlight, waiting int }
+
+func (s *Store) queued() queueCounts {
+	s.bat.mu.Lock()
+	defer s.bat.mu.Unlock()
+	q := queueCounts{inFlight: len(s.bat.queues)}
+	for _, w := range s.bat.queues {
+		q.waiting += len(w.waiting)
+	}
+	return q
+}
+
+// loadScript loads the store's script with a call of op on a value of its own, so that the
+// calls after it are one EVALSHA each.
+func loadScript(t *testing.T, s *Store, op hotparam.RemoteOp) {
+	t.Helper()
+	op.Value = "warm"
+	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err != nil {
+		t.Fatal(err)
 	}
 }
