@@ -4,24 +4,15 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/extauthz/extauthz/authority"
 	"github.com/extauthz/extauthz/descriptors"
 	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/testkit/proccpu"
 	"github.com/extauthz/extauthz/rulestore"
 )
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkHold10kPerSecond holds 10,000 requests a second: one throttle rule spaces the
 // requests of one value 100µs apart, and 500 callers ask again as soon as each is answered, so
@@ -46,7 +37,7 @@ func BenchmarkHold10kPerSecond(b *testing.B) {
 	early := 0
 	b.SetParallelism(250) // 500 callers on two cores
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := proccpu.Used(b)
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		req := Request{API: APIRateLimit, Domain: "d", Entries: []descriptors.Entry{
@@ -74,7 +65,7 @@ func BenchmarkHold10kPerSecond(b *testing.B) {
 		early += myEarly
 		mu.Unlock()
 	})
-	cpu := processCPU(b) - cpu0
+	cpu := proccpu.Used(b) - cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-us/held")
 	b.ReportMetric(float64(early), "early")

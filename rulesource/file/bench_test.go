@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/testkit/proccpu"
 	"github.com/extauthz/extauthz/rulestore"
 )
 
@@ -46,7 +46,7 @@ func BenchmarkChangesToOtherFiles(b *testing.B) {
 			}
 			defer f.Close()
 			line := []byte("GET /items?item_id=1 200 0 12 3 \"-\" \"h2load\"\n")
-			before := cpu(b)
+			before := proccpu.Used(b)
 			b.ResetTimer()
 			for range b.N {
 				if _, err := f.Write(line); err != nil {
@@ -56,16 +56,7 @@ func BenchmarkChangesToOtherFiles(b *testing.B) {
 			}
 			b.StopTimer()
 			time.Sleep(50 * time.Millisecond)
-			b.ReportMetric(float64(cpu(b)-before)/float64(b.N), "cpu-ns/change")
+			b.ReportMetric(float64(proccpu.Used(b)-before)/float64(b.N), "cpu-ns/change")
 		})
 	}
-}
-
-// cpu is the process's CPU time so far (user and system), in nanoseconds.
-func cpu(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
