@@ -48,8 +48,8 @@ func BenchmarkHold10kPerSecond(b *testing.B) {
 		for pb.Next() {
 			began := time.Now()
 			d.Decide(ctx, &req, &v)
-			if v.Outcome != Allowed {
-				b.Errorf("verdict %v, want Allowed", v.Outcome)
+			if v.Outcome != Allowed && v.Outcome != Throttled {
+				b.Errorf("verdict %v, want let through (allowed or throttled)", v.Outcome)
 				return
 			}
 			// began is no later than the Decider's start, so began+Wait is at or before the turn:
