@@ -59,6 +59,14 @@ until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.1; done
 # wait_port waits until something listens on 127.0.0.1:$1.
 wait_port() { for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "nothing on port $1" >&2; exit 1; }
 
+# measure NAME PORT PID: rlcompare's load on the service at PORT (process PID), its line kept
+# as NAME's result.
+measure() {
+	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$2" -redis "127.0.0.1:$rport" -clients "$clients" \
+		-duration "${seconds}s" -name "$1" -pid "$3" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" |
+		tee "$work/$1.out"
+}
+
 # run_extauthz LIMIT: one extauthz in Redis mode with a cluster rule of LIMIT a second on item_id.
 run_extauthz() {
 	mkdir -p "$work/rules" # a directory of its own: extauthz watches it, and the logs are in $work
@@ -71,7 +79,7 @@ RULES
 		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$eport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name extauthz -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/extauthz.out"
+	measure extauthz "$eport" "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -98,7 +106,7 @@ CONF
 		LOCAL_CACHE_SIZE_IN_BYTES="${2:-0}" "${server[@]}" "$RL_BIN" >"$work/ratelimit.log" 2>&1 &
 	local pid=$!
 	wait_port "$lport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$lport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name "$name" -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/$name.out"
+	measure "$name" "$lport" "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -107,7 +115,7 @@ run_noop() {
 	"${server[@]}" "$work/envoybench" noop -addr "127.0.0.1:$nport" >"$work/noop.log" 2>&1 &
 	local pid=$!
 	wait_port "$nport"
-	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$nport" -redis "127.0.0.1:$rport" -clients "$clients" -duration "${seconds}s" -name no-op -pid "$pid" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" | tee "$work/no-op.out"
+	measure no-op "$nport" "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
