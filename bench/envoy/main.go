@@ -9,7 +9,7 @@
 //
 //	envoybench run -extauthz BIN [-ratelimit BIN] [flags]
 //	envoybench bootstrap -variant NAME -service ADDR -upstream ADDR   (prints the bootstrap)
-//	envoybench noop -addr ADDR                                         (the no-op service)
+//	envoybench noop -addr ADDR [-like ADDR]                            (the no-op service, or the mirror)
 package main
 
 import (
@@ -33,8 +33,9 @@ func main() {
 	case "noop":
 		fs := flag.NewFlagSet("noop", flag.ExitOnError)
 		addr := fs.String("addr", "127.0.0.1:0", "address to serve on")
+		like := fs.String("like", "", "extauthz's address: answer every call with the answer it gave the first (the mirror)")
 		_ = fs.Parse(args)
-		err = serveNoop(*addr)
+		err = serveNoop(*addr, *like)
 	default:
 		err = fmt.Errorf("unknown command %q: want run, bootstrap or noop", cmd)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -42,6 +44,43 @@ func (noop) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rl
 	return resp, nil
 }
 
+// mirror answers every Check and ShouldRateLimit with the answer extauthz (at like) gave the
+// first call of the same method, asked once: a no-op whose answers carry what extauthz's do
+// (the origin as dynamic metadata, x-origin's removal, each descriptor's limit, remaining and
+// reset), so that what Envoy does with such an answer counts on both sides and the rest is the
+// service's own work. The benchmark's requests all have the same shape (one descriptor of the
+// same entries, the same headers), so one answer fits them all.
+type mirror struct {
+	auth  authv3.AuthorizationClient
+	rls   rlsv3.RateLimitServiceClient
+	check atomic.Pointer[authv3.CheckResponse]
+	limit atomic.Pointer[rlsv3.RateLimitResponse]
+}
+
+func (m *mirror) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	if r := m.check.Load(); r != nil {
+		return r, nil
+	}
+	r, err := m.auth.Check(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	m.check.CompareAndSwap(nil, r)
+	return r, nil
+}
+
+func (m *mirror) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if r := m.limit.Load(); r != nil && len(r.GetStatuses()) == len(req.GetDescriptors()) {
+		return r, nil
+	}
+	r, err := m.rls.ShouldRateLimit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	m.limit.Store(r)
+	return r, nil
+}
+
 // serverOptions are the gRPC server options extauthz runs with by default (cmd/extauthz's
 // grpcOptions on config.Default, without TLS): the same codec, streams per connection,
 // stream workers and keepalive, so that the no-op differs from extauthz only in its handlers.
@@ -62,15 +101,27 @@ func serverOptions() []grpc.ServerOption {
 }
 
 // serveNoop serves the no-op (and gRPC health, which Envoy's cluster checks) on addr until
-// SIGTERM or SIGINT; it prints the address it listens on first.
-func serveNoop(addr string) error {
+// SIGTERM or SIGINT; it prints the address it listens on first. With like (extauthz's
+// address) it serves the mirror instead.
+func serveNoop(addr, like string) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	g := grpc.NewServer(serverOptions()...)
-	authv3.RegisterAuthorizationServer(g, noop{})
-	rlsv3.RegisterRateLimitServiceServer(g, noop{})
+	if like == "" {
+		authv3.RegisterAuthorizationServer(g, noop{})
+		rlsv3.RegisterRateLimitServiceServer(g, noop{})
+	} else {
+		cc, err := grpc.NewClient(like, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		m := &mirror{auth: authv3.NewAuthorizationClient(cc), rls: rlsv3.NewRateLimitServiceClient(cc)}
+		authv3.RegisterAuthorizationServer(g, m)
+		rlsv3.RegisterRateLimitServiceServer(g, m)
+	}
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	fmt.Println(lis.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

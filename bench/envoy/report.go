@@ -34,6 +34,7 @@ func ratioString(xs []float64) string {
 func totalCPU(r result) float64 { return r.perRequest(r.envoyCPU + r.svcCPU) }
 func p99us(r result) float64    { return float64(r.p99) / float64(time.Microsecond) }
 func svcCPU(r result) float64   { return r.perRequest(r.svcCPU) }
+func envoyCPU(r result) float64 { return r.perRequest(r.envoyCPU) }
 
 // comparison is one line of the closing table: what service adds to Envoy's baseline, over what
 // floor adds, round by round.
@@ -52,6 +53,10 @@ var comparisons = []comparison{
 	{"rate-limit filter: CPU/request added (Envoy + service)", "rl-extauthz", "rl-noop", "none", totalCPU, "<= 1.1"},
 	{"rate-limit filter: service CPU/request alone", "rl-extauthz", "rl-noop", "", svcCPU, "(floor)"},
 	{"rate-limit filter: p99 added", "rl-extauthz", "rl-noop", "none", p99us, "<= 1.1"},
+	{"ext_authz: CPU/request added, against the mirror (a no-op answering extauthz's answers)", "authz-extauthz", "authz-mirror", "none", totalCPU, "(answers alike)"},
+	{"ext_authz: Envoy's own CPU/request added, behind the mirror vs behind the no-op", "authz-mirror", "authz-noop", "none", envoyCPU, "(Envoy's work on the answer)"},
+	{"rate-limit filter: CPU/request added, against the mirror", "rl-extauthz", "rl-mirror", "none", totalCPU, "(answers alike)"},
+	{"rate-limit filter: Envoy's own CPU/request added, behind the mirror vs behind the no-op", "rl-mirror", "rl-noop", "none", envoyCPU, "(Envoy's work on the answer)"},
 	{"rate-limit filter: CPU/request added, extauthz vs envoyproxy/ratelimit (+ its Redis)", "rl-extauthz", "rl-ratelimit", "none", totalCPU, "(peer)"},
 	{"rate-limit filter: p99 added, extauthz vs envoyproxy/ratelimit", "rl-extauthz", "rl-ratelimit", "none", p99us, "(peer)"},
 	{"CPU/request added: rate-limit filter to extauthz vs Envoy's local_ratelimit", "rl-extauthz", "local_ratelimit", "none", totalCPU, "(peer)"},

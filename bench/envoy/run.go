@@ -152,6 +152,20 @@ func (b *bench) setUp() error {
 	}
 	b.svcs["extauthz"] = &service{addr: extAddr, procs: []*proc{ext}}
 
+	// The mirror: a no-op that answers with extauthz's answers (asked once a method).
+	var mirrorAddr string
+	mirror, err := start(b.dir, "mirror", func(line string) bool {
+		if _, _, err := net.SplitHostPort(line); err == nil {
+			mirrorAddr = line
+			return true
+		}
+		return false
+	}, nil, self, "noop", "-like", extAddr)
+	if err != nil {
+		return err
+	}
+	b.svcs["mirror"] = &service{addr: mirrorAddr, procs: []*proc{mirror}}
+
 	if b.flags.ratelimit != "" {
 		if err := b.startRatelimit(); err != nil {
 			return err

@@ -21,7 +21,7 @@ type variant struct {
 	name    string
 	filters []string // the shipped filters it keeps, besides the router
 	local   bool     // Envoy's own local_ratelimit in place of the dropped filters
-	service string   // what serves the extauthz cluster: "noop", "extauthz", "ratelimit"
+	service string   // what serves the extauthz cluster: "noop", "extauthz", "mirror", "ratelimit"
 }
 
 // variants are the side-by-side configurations, the baseline first.
@@ -31,6 +31,8 @@ var variants = []variant{
 	{name: "authz-extauthz", filters: []string{extAuthzFilter}, service: "extauthz"},
 	{name: "rl-noop", filters: []string{rateLimitFilter}, service: "noop"},
 	{name: "rl-extauthz", filters: []string{rateLimitFilter}, service: "extauthz"},
+	{name: "authz-mirror", filters: []string{extAuthzFilter}, service: "mirror"},
+	{name: "rl-mirror", filters: []string{rateLimitFilter}, service: "mirror"},
 	{name: "local_ratelimit", local: true, service: "noop"},
 	{name: "rl-ratelimit", filters: []string{rateLimitFilter}, service: "ratelimit"},
 }

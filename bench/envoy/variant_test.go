@@ -44,6 +44,8 @@ func TestVariantsKeepOnlyTheirFilters(t *testing.T) {
 		"authz-extauthz":  {extAuthzFilter, router},
 		"rl-noop":         {rateLimitFilter, router},
 		"rl-extauthz":     {rateLimitFilter, router},
+		"authz-mirror":    {extAuthzFilter, router},
+		"rl-mirror":       {rateLimitFilter, router},
 		"rl-ratelimit":    {rateLimitFilter, router},
 		"local_ratelimit": {localRLFilter, router},
 	}
