@@ -119,18 +119,9 @@ func (b *bench) setUp() error {
 	if err != nil {
 		return err
 	}
-	var noopAddr string
-	noop, err := start(b.dir, "noop", func(line string) bool {
-		if _, _, err := net.SplitHostPort(line); err == nil {
-			noopAddr = line
-			return true
-		}
-		return false
-	}, nil, self, "noop")
-	if err != nil {
+	if err := b.startNoop("noop", self); err != nil {
 		return err
 	}
-	b.svcs["noop"] = &service{addr: noopAddr, procs: []*proc{noop}}
 
 	// The rules file lives in a directory of its own, as in a deployment: extauthz watches
 	// its directory, and each write there (Envoy's access log, in b.dir) wakes the watcher.
@@ -153,18 +144,9 @@ func (b *bench) setUp() error {
 	b.svcs["extauthz"] = &service{addr: extAddr, procs: []*proc{ext}}
 
 	// The mirror: a no-op that answers with extauthz's answers (asked once a method).
-	var mirrorAddr string
-	mirror, err := start(b.dir, "mirror", func(line string) bool {
-		if _, _, err := net.SplitHostPort(line); err == nil {
-			mirrorAddr = line
-			return true
-		}
-		return false
-	}, nil, self, "noop", "-like", extAddr)
-	if err != nil {
+	if err := b.startNoop("mirror", self, "-like", extAddr); err != nil {
 		return err
 	}
-	b.svcs["mirror"] = &service{addr: mirrorAddr, procs: []*proc{mirror}}
 
 	if b.flags.ratelimit != "" {
 		if err := b.startRatelimit(); err != nil {
@@ -198,6 +180,23 @@ func (b *bench) setUp() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// startNoop starts this binary's no-op (with args, the mirror) as the service name.
+func (b *bench) startNoop(name, self string, args ...string) error {
+	var addr string
+	p, err := start(b.dir, name, func(line string) bool {
+		if _, _, err := net.SplitHostPort(line); err == nil {
+			addr = line
+			return true
+		}
+		return false
+	}, nil, self, append([]string{"noop"}, args...)...)
+	if err != nil {
+		return err
+	}
+	b.svcs[name] = &service{addr: addr, procs: []*proc{p}}
 	return nil
 }
 
