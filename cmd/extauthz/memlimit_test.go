@@ -94,3 +94,13 @@ func TestBinaryMemoryLimit(t *testing.T) {
 		t.Errorf("error does not name the key, the value and the variable:\n%s", out)
 	}
 }
+
+// The start-up line names the processors Go runs on: GOMAXPROCS when set, else the
+// container's CPU limit or the machine's cores.
+func TestBinaryLogsItsProcessors(t *testing.T) {
+	p := testbin.Start(t, testbin.Options{Binary: binary(t), Dir: t.TempDir(), Env: []string{"GOMAXPROCS=1"},
+		Args: []string{"--rules", "", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}})
+	if e := p.Entry("starting extauthz"); e == nil || e["gomaxprocs"] != float64(1) {
+		t.Errorf("with GOMAXPROCS=1 the start-up line is %v, want gomaxprocs 1", e)
+	}
+}

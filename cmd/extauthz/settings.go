@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 
 	"go.uber.org/zap"
 
@@ -28,6 +29,9 @@ func logSettings(log *zap.Logger, cfg config.Config) {
 		zap.Int("max_recv_msg_size", cfg.GRPC.MaxRecvMsgSize),
 		zap.Int("max_concurrent_streams", cfg.GRPC.MaxConcurrentStreams),
 		zap.Int("stream_workers", cfg.GRPC.StreamWorkers),
+		// the processors Go runs on: the container's CPU limit, else the machine's cores,
+		// unless GOMAXPROCS is set (docs/deploy.md: what it costs a held call)
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)),
 		zap.Duration("keepalive_time", cfg.GRPC.Keepalive.Time),
 		zap.Duration("keepalive_timeout", cfg.GRPC.Keepalive.Timeout),
 		zap.Duration("keepalive_min_time", cfg.GRPC.Keepalive.MinTime),
