@@ -247,9 +247,22 @@ func TestValuesSchema(t *testing.T) {
 		"bad fallback":       "redis: {fallback: sometimes}\n",
 		"port out of range":  "ports: {grpc: 70000}\n",
 		"replicas as string": "replicaCount: two\n",
+		"gomaxprocs below 0": "gomaxprocs: -1\n",
 	} {
 		if _, err := render(t, values); err == nil {
 			t.Errorf("%s: rendered without error", name)
 		}
+	}
+}
+
+// gomaxprocs sets GOMAXPROCS in the container; by default Go chooses (no variable).
+func TestGomaxprocs(t *testing.T) {
+	dep := mustRender(t, "").Find("Deployment", "extauthz").(*appsv1.Deployment)
+	if v, ok := checks.Env(dep)["GOMAXPROCS"]; ok {
+		t.Errorf("by default GOMAXPROCS = %q, want it unset", v)
+	}
+	dep = mustRender(t, "gomaxprocs: 2\n").Find("Deployment", "extauthz").(*appsv1.Deployment)
+	if v := checks.Env(dep)["GOMAXPROCS"]; v != "2" {
+		t.Errorf("gomaxprocs 2: GOMAXPROCS = %q, want 2", v)
 	}
 }
