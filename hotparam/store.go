@@ -1,12 +1,9 @@
 package hotparam
 
 import (
-	"encoding/binary"
 	"hash/maphash"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // store holds the states of one rule's values, at most capacity of them, in shards with a lock
@@ -106,77 +103,6 @@ type queue struct {
 // addresses) fit, and finding one then reads its index entry and its slot only, not a key
 // elsewhere on the heap (a cache miss more at a million values).
 const shortKey = 15
-
-// longKey marks a vkey whose value is in the shard's longKeys.
-const longKey = 0x80
-
-// vkey is a slot's value: inline when it has at most shortKey bytes (its length in the last
-// byte), else the position of its string in the shard's longKeys (in the first four bytes,
-// longKey in the last). Its zero value is the empty value.
-type vkey struct {
-	b [shortKey + 1]byte
-}
-
-// longKeys holds a shard's values longer than shortKey, each its own string, by position;
-// free lists the positions given back. Requires the shard's mu held.
-type longKeys struct {
-	s    []string
-	free []uint32
-}
-
-// set makes k, the zero vkey or one released by clear, hold v, copying it (the caller's string
-// may live in a reused buffer).
-func (k *vkey) set(lk *longKeys, v string) {
-	if len(v) <= shortKey {
-		*k = vkey{}
-		copy(k.b[:], v)
-		k.b[shortKey] = uint8(len(v))
-		return
-	}
-	var at uint32
-	if n := len(lk.free); n > 0 {
-		at = lk.free[n-1]
-		lk.free = lk.free[:n-1]
-		lk.s[at] = strings.Clone(v)
-	} else {
-		at = uint32(len(lk.s))
-		lk.s = append(lk.s, strings.Clone(v))
-	}
-	*k = vkey{}
-	binary.LittleEndian.PutUint32(k.b[:4], at)
-	k.b[shortKey] = longKey
-}
-
-// clear makes k the empty value, giving back its long string.
-func (k *vkey) clear(lk *longKeys) {
-	if k.b[shortKey] == longKey {
-		at := binary.LittleEndian.Uint32(k.b[:4])
-		lk.s[at] = ""
-		lk.free = append(lk.free, at)
-	}
-	*k = vkey{}
-}
-
-// is reports whether k holds v.
-func (k *vkey) is(lk *longKeys, v string) bool {
-	if n := k.b[shortKey]; n <= shortKey {
-		return len(v) == int(n) && string(k.b[:n]) == v
-	}
-	return lk.s[binary.LittleEndian.Uint32(k.b[:4])] == v
-}
-
-// view is k's value as a string that shares k's memory: valid while the slot holds this value
-// (under the shard's lock); clone it to keep it longer.
-func (k *vkey) view(lk *longKeys) string {
-	n := int(k.b[shortKey])
-	if n == longKey {
-		return lk.s[binary.LittleEndian.Uint32(k.b[:4])]
-	}
-	if n == 0 {
-		return ""
-	}
-	return unsafe.String(&k.b[0], n)
-}
 
 // lease is an acquire of n concurrency slots that expires at exp (Unix ns), with the hash of
 // its Entry.LeaseID (0 for none).
