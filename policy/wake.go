@@ -9,7 +9,9 @@ import (
 // multiple of HoldResolution (on the process's monotonic clock) at or after its turn, together
 // with every other call whose turn falls in the same interval. The turns themselves stay exact
 // (the limiter spaces them count per duration, without drift); an answer is never sent before
-// its turn and, but for the scheduler, at most HoldResolution after it. At 10,000 held calls a
+// its turn and, but for the scheduler, at most HoldResolution after it (an idle process's
+// timers fire up to a millisecond late: Go's netpoller sleeps in whole milliseconds, so the
+// median answer comes about 1 ms after its turn, see docs/performance.md). At 10,000 held calls a
 // second this is one timer and one wake-up every millisecond instead of one per call, and gRPC
 // writes the answers of a batch together.
 const HoldResolution = time.Millisecond
