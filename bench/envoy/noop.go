@@ -49,7 +49,8 @@ func (noop) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rl
 // (the origin as dynamic metadata, x-origin's removal, each descriptor's limit, remaining and
 // reset), so that what Envoy does with such an answer counts on both sides and the rest is the
 // service's own work. The benchmark's requests all have the same shape (one descriptor of the
-// same entries, the same headers), so one answer fits them all.
+// same entries, the same headers), so one answer fits them all; a rate-limit call of another
+// number of descriptors is asked again, and its answer kept instead.
 type mirror struct {
 	auth  authv3.AuthorizationClient
 	rls   rlsv3.RateLimitServiceClient
