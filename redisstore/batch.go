@@ -22,9 +22,10 @@ import (
 // under load it adds the run of the goroutines that were ready, and at most one round trip,
 // which it pays back by Redis doing one script call where it would do many. (grpc-go's loopy
 // writer yields the same way before it writes a small batch of frames.) On one hot value with
-// 50 calls in flight the yield took the script calls a check from 0.73–0.89 to 0.39–0.40 (with
-// grpc-go's client; 0.52–0.62 to 0.32–0.33 with bench/rlcompare's frame-level load), and Redis's
-// CPU a check to 0.47–0.89 of what it was in five of seven rounds side by side.
+// 50 calls in flight the yield took Redis's commands a check (each script call and the commands
+// it makes) from 0.73–0.89 to 0.39–0.40 (with grpc-go's client; 0.52–0.62 to 0.32–0.33 with
+// bench/rlcompare's frame-level load), and Redis's CPU a check to 0.47–0.89 of what it was in
+// five of seven rounds side by side.
 
 // batcher holds the queues of calls waiting for the call in flight on their key.
 type batcher struct {

@@ -22,14 +22,15 @@ import (
 // the CPU of grpc-go's client per call, so on a shared machine more of it is left to the
 // service under test; grpc-go's client (-load grpc) stays for comparison.
 
-// h2Request is one ShouldRateLimit call, encoded.
+// h2Request is ShouldRateLimit calls, encoded: one header block and a message for each value
+// asked for, sent in turn.
 type h2Request struct {
-	block []byte // HPACK header block
-	body  []byte // gRPC length-prefixed message
+	block  []byte   // HPACK header block
+	bodies [][]byte // gRPC length-prefixed messages
 }
 
-// newH2Request encodes a call of method with message msg for authority.
-func newH2Request(authority, method string, msg []byte) h2Request {
+// newH2Request encodes calls of method with messages msgs for authority.
+func newH2Request(authority, method string, msgs ...[]byte) h2Request {
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	for _, f := range [][2]string{
@@ -42,10 +43,14 @@ func newH2Request(authority, method string, msg []byte) h2Request {
 			panic(err) // a bytes.Buffer does not fail
 		}
 	}
-	body := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
-	copy(body[5:], msg)
-	return h2Request{block: block.Bytes(), body: body}
+	r := h2Request{block: block.Bytes()}
+	for _, msg := range msgs {
+		body := make([]byte, 5+len(msg))
+		binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+		copy(body[5:], msg)
+		r.bodies = append(r.bodies, body)
+	}
+	return r
 }
 
 // tally counts the answers of one connection while measuring is on.
@@ -64,6 +69,7 @@ type h2Conn struct {
 	br        *bufio.Reader
 	dec       *hpack.Decoder
 	req       h2Request
+	next      int // the message of the next call
 	measuring *atomic.Bool
 	t         *tally
 
@@ -77,8 +83,9 @@ type h2Conn struct {
 }
 
 // runH2 keeps streams calls of req in flight on one new connection to addr until stop is
-// closed, counting the answers in t while measuring is on. It returns nil once stopped.
-func runH2(addr string, req h2Request, streams int, measuring *atomic.Bool, stop <-chan struct{}, t *tally) error {
+// closed, counting the answers in t while measuring is on; its first call sends req's message
+// first (the messages taken in turn from there). It returns nil once stopped.
+func runH2(addr string, req h2Request, first, streams int, measuring *atomic.Bool, stop <-chan struct{}, t *tally) error {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -86,7 +93,7 @@ func runH2(addr string, req h2Request, streams int, measuring *atomic.Bool, stop
 	go func() { <-stop; nc.Close() }()
 	c := &h2Conn{
 		bw: bufio.NewWriterSize(nc, 64<<10), br: bufio.NewReaderSize(nc, 64<<10),
-		req: req, measuring: measuring, t: t,
+		req: req, next: first % len(req.bodies), measuring: measuring, t: t,
 		live: make(map[uint32]*h2Stream, streams), nextID: 1, sendWin: 65535,
 	}
 	c.fr = http2.NewFramer(c.bw, c.br)
@@ -156,7 +163,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			return nil
 		}
 		c.sendWin += int64(f.Increment)
-		for ; c.waiting > 0 && c.sendWin >= int64(len(c.req.body)); c.waiting-- {
+		for ; c.waiting > 0 && c.sendWin >= int64(len(c.req.bodies[c.next])); c.waiting-- {
 			if err := c.send(); err != nil {
 				return err
 			}
@@ -215,18 +222,20 @@ func (c *h2Conn) headers(id uint32, frag []byte, end bool) error {
 // send starts a call on a new stream, or counts it as waiting when the server's connection
 // window has no room for its message.
 func (c *h2Conn) send() error {
-	if c.sendWin < int64(len(c.req.body)) {
+	body := c.req.bodies[c.next]
+	if c.sendWin < int64(len(body)) {
 		c.waiting++
 		return nil
 	}
+	c.next = (c.next + 1) % len(c.req.bodies)
 	id := c.nextID
 	c.nextID += 2
 	c.live[id] = &h2Stream{}
-	c.sendWin -= int64(len(c.req.body))
+	c.sendWin -= int64(len(body))
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.req.block, EndHeaders: true}); err != nil {
 		return err
 	}
-	return c.fr.WriteData(id, true, c.req.body)
+	return c.fr.WriteData(id, true, body)
 }
 
 // finish counts stream id's answer and sends the next call.

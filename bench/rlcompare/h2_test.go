@@ -60,7 +60,7 @@ func TestH2CountsEachAnswer(t *testing.T) {
 			stop := make(chan struct{})
 			done := make(chan error, 1)
 			before := a.calls.Load()
-			go func() { done <- runH2(lis.Addr().String(), req, 7, &measuring, stop, &tl) }()
+			go func() { done <- runH2(lis.Addr().String(), req, 0, 7, &measuring, stop, &tl) }()
 			// more answers than the connection's first windows hold: window updates are honoured
 			deadline := time.Now().Add(30 * time.Second)
 			for tl.ok.Load()+tl.over.Load()+tl.failed.Load() < 20000 {
@@ -84,5 +84,53 @@ func TestH2CountsEachAnswer(t *testing.T) {
 				t.Errorf("%s: ok %d, over %d, failed %d: want all %d under %s", value, tl.ok.Load(), tl.over.Load(), tl.failed.Load(), counted, value)
 			}
 		})
+	}
+}
+
+// TestH2SendsValuesInTurn gives the h2 load generator two messages, one asking for "ok" and one
+// for "over": it sends them in turn, so the answers of each are as many, to the calls in flight.
+func TestH2SendsValuesInTurn(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, &answerer{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	var msgs [][]byte
+	for _, value := range []string{"ok", "over"} {
+		msg, err := proto.Marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+			Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "item_id", Value: value}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, msg)
+	}
+	req := newH2Request(lis.Addr().String(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msgs...)
+	var tl tally
+	var measuring atomic.Bool
+	measuring.Store(true)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	const streams = 5
+	go func() { done <- runH2(lis.Addr().String(), req, 1, streams, &measuring, stop, &tl) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for tl.ok.Load()+tl.over.Load() < 2000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("answers counted: ok %d, over %d, failed %d", tl.ok.Load(), tl.over.Load(), tl.failed.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// the counts are read after the loop stopped: the calls sent and not answered (at most the
+	// streams in flight) are the only difference between the two values' counts
+	ok, over := tl.ok.Load(), tl.over.Load()
+	if tl.failed.Load() != 0 || ok == 0 || over == 0 || max(ok-over, over-ok) > streams {
+		t.Errorf("ok %d, over %d, failed %d: want as many of each, to %d", ok, over, tl.failed.Load(), streams)
 	}
 }

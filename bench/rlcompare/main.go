@@ -33,18 +33,29 @@ func main() {
 	conns := flag.Int("conns", 4, "gRPC connections the clients share")
 	dur := flag.Duration("duration", 10*time.Second, "how long to run, after a warm-up of a second")
 	value := flag.String("value", "hot", "the item_id every request asks for")
+	values := flag.Int("values", 1, "how many item_ids the requests ask for, in turn: -value itself when 1, else -value with -0, -1, ... appended")
 	name := flag.String("name", "service", "label of the result line")
 	pid := flag.Int("pid", 0, "process id of the service, to report its CPU per check (0: not reported)")
 	load := flag.String("load", "h2", "load generator: h2 (pre-encoded HTTP/2 frames) or grpc (grpc-go's client)")
 	windows := flag.String("grpc-windows", "dynamic", "grpc-go's flow-control windows with -load grpc: dynamic (grpc-go's default) or static (1 MiB, no BDP pings: Envoy's windows are set in its HTTP/2 options)")
 	flag.Parse()
 
-	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
-		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
-			{Key: "resource", Value: "POST:/order"},
-			{Key: "origin", Value: "serviceA"},
-			{Key: "item_id", Value: *value},
-		}}}}
+	if *values < 1 {
+		log.Fatalf("-values %d: want 1 or more", *values)
+	}
+	var reqs []*rlsv3.RateLimitRequest
+	for i := range *values {
+		item := *value
+		if *values > 1 {
+			item = fmt.Sprintf("%s-%d", *value, i)
+		}
+		reqs = append(reqs, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+			Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
+				{Key: "resource", Value: "POST:/order"},
+				{Key: "origin", Value: "serviceA"},
+				{Key: "item_id", Value: item},
+			}}}})
+	}
 
 	var t tally
 	var measuring atomic.Bool
@@ -52,11 +63,16 @@ func main() {
 	var wg sync.WaitGroup
 	switch *load {
 	case "h2":
-		msg, err := proto.Marshal(req)
-		if err != nil {
-			log.Fatal(err)
+		var msgs [][]byte
+		for _, req := range reqs {
+			msg, err := proto.Marshal(req)
+			if err != nil {
+				log.Fatal(err)
+			}
+			msgs = append(msgs, msg)
 		}
-		h2req := newH2Request(*addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msg)
+		h2req := newH2Request(*addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msgs...)
+		first := 0 // each connection starts at its own value, its clients' share ahead of the one before
 		for i := range *conns {
 			// the clients spread over the connections as evenly as they divide
 			streams := *clients / *conns
@@ -64,12 +80,13 @@ func main() {
 				streams++
 			}
 			wg.Add(1)
-			go func() {
+			go func(first int) {
 				defer wg.Done()
-				if err := runH2(*addr, h2req, streams, &measuring, stop, &t); err != nil {
+				if err := runH2(*addr, h2req, first, streams, &measuring, stop, &t); err != nil {
 					log.Fatalf("%s: %v", *name, err)
 				}
-			}()
+			}(first)
+			first += streams
 		}
 	case "grpc":
 		var opts []grpc.DialOption
@@ -82,13 +99,13 @@ func main() {
 		default:
 			log.Fatalf("-grpc-windows %q: want static or dynamic", *windows)
 		}
-		grpcLoad(*addr, req, *clients, *conns, opts, &measuring, stop, &wg, &t)
+		grpcLoad(*addr, reqs, *clients, *conns, opts, &measuring, stop, &wg, &t)
 	default:
 		log.Fatalf("-load %q: want h2 or grpc", *load)
 	}
 	time.Sleep(time.Second) // warm-up: connections made, scripts loaded
 	rpid := redisPid(*redisAddr)
-	cpu0, calls0 := redisStats(*redisAddr)
+	cpu0, calls0, scripts0 := redisStats(*redisAddr)
 	wake0 := wakeups(rpid)
 	svc0, self0 := processCPU(*pid), processCPU(os.Getpid())
 	begin := time.Now()
@@ -96,7 +113,7 @@ func main() {
 	time.Sleep(*dur)
 	measuring.Store(false)
 	elapsed := time.Since(begin)
-	cpu1, calls1 := redisStats(*redisAddr)
+	cpu1, calls1, scripts1 := redisStats(*redisAddr)
 	wake1 := wakeups(rpid)
 	svc1, self1 := processCPU(*pid), processCPU(os.Getpid())
 	close(stop)
@@ -120,18 +137,18 @@ func main() {
 	if rpid != 0 && wake1 > wake0 {
 		wakes = fmt.Sprintf("%.0f/s, %.1f us of cpu each", float64(wake1-wake0)/elapsed.Seconds(), (cpu1-cpu0)/float64(wake1-wake0)*1e6)
 	}
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s  redis wakeups %s\n",
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check (script calls %6.3f)  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s  redis wakeups %s\n",
 		*name, float64(n)/elapsed.Seconds(), t.ok.Load(), t.over.Load(), t.failed.Load(), perCheck,
-		float64(calls1-calls0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity, wakes)
+		float64(calls1-calls0)/float64(n), float64(scripts1-scripts0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity, wakes)
 	if t.failed.Load() > 0 {
 		os.Exit(1)
 	}
 }
 
-// grpcLoad starts clients goroutines that call ShouldRateLimit with req through grpc-go's
-// client, on conns connections dialled with opts, until stop is closed, counting the answers
-// in t while measuring is on.
-func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, opts []grpc.DialOption, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
+// grpcLoad starts clients goroutines that call ShouldRateLimit with reqs in turn (client i
+// starting at the i-th) through grpc-go's client, on conns connections dialled with opts, until
+// stop is closed, counting the answers in t while measuring is on.
+func grpcLoad(addr string, reqs []*rlsv3.RateLimitRequest, clients, conns int, opts []grpc.DialOption, measuring *atomic.Bool, stop <-chan struct{}, wg *sync.WaitGroup, t *tally) {
 	var cs []rlsv3.RateLimitServiceClient
 	for range conns {
 		cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
@@ -146,7 +163,8 @@ func grpcLoad(addr string, req *rlsv3.RateLimitRequest, clients, conns int, opts
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for next := i; ; next++ {
+				req := reqs[next%len(reqs)]
 				select {
 				case <-stop:
 					return
@@ -219,9 +237,10 @@ func wakeups(pid int) int64 {
 	return 0
 }
 
-// redisStats returns the CPU seconds redis-server has used and the commands it has run, from
-// INFO cpu and INFO commandstats.
-func redisStats(addr string) (cpu float64, calls int64) {
+// redisStats returns the CPU seconds redis-server has used, the commands it has run (a script's
+// own redis.call commands counted too, as INFO counts them) and the script calls among them,
+// from INFO cpu and INFO commandstats.
+func redisStats(addr string) (cpu float64, calls, scripts int64) {
 	info := redisInfo(addr, "cpu") + redisInfo(addr, "commandstats")
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
@@ -234,9 +253,12 @@ func redisStats(addr string) (cpu float64, calls int64) {
 			c, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			x, _ := strconv.ParseInt(c, 10, 64)
 			calls += x
+			if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
+				scripts += x
+			}
 		}
 	}
-	return cpu, calls
+	return cpu, calls, scripts
 }
 
 // redisInfo returns the INFO section of the server at addr.

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # run.sh: extauthz in Redis mode against envoyproxy/ratelimit, side by side, on one redis-server:
-# 50 calls in flight ask ShouldRateLimit for one hot value, for SECONDS each (default 10), in two
-# scenarios: under the limit (every check takes a token in Redis) and over it (most refused).
+# 50 calls in flight ask ShouldRateLimit for one hot value, for SECONDS each (default 10), in three
+# scenarios: under the limit (every check takes a token in Redis), over it (most refused), and
+# over it on VALUES values (default 100) asked for in turn, each over its own limit: there Redis
+# takes tokens for all of them and is rarely idle, as a Redis serving many hot values is, where
+# with one value it sleeps between tokens and each wakeup costs more than the call it carries.
 #
 # It fetches and builds nothing of envoyproxy/ratelimit: build it yourself from its public source
 # and name the binary, e.g.
@@ -63,7 +66,7 @@ wait_port() { for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/nul
 # as NAME's result.
 measure() {
 	"${client[@]}" "$work/rlcompare" -addr "127.0.0.1:$2" -redis "127.0.0.1:$rport" -clients "$clients" \
-		-duration "${seconds}s" -name "$1" -pid "$3" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" |
+		-duration "${seconds}s" -name "$1" -pid "$3" -values "${values:-1}" -load "${LOAD:-h2}" -grpc-windows "${GRPC_WINDOWS:-dynamic}" |
 		tee "$work/$1.out"
 }
 
@@ -126,9 +129,19 @@ ratio() {
 		"$work/$1.out" "$work/$2.out"
 }
 
-for scenario in "under 1000000" "over 100"; do
+# redis_ratio A NAME: A's Redis CPU a check over NAME's in the scenario just run.
+redis_ratio() {
+	awk -v a="$1" -v name="$2" '{ for (i = 1; i < NF; i++) if ($i == "redis" && $(i + 1) == "cpu") c[FILENAME] = $(i + 2) }
+		END { printf "%s / %s: %.2fx the Redis CPU a check (%s against %s us; target <= 1)\n", a, name, c[ARGV[1]] / c[ARGV[2]], c[ARGV[1]], c[ARGV[2]] }' \
+		"$work/$1.out" "$work/$2.out"
+}
+
+for scenario in "under 1000000 1" "over 100 1" "over 100 ${VALUES:-100}"; do
 	set -- $scenario
-	echo "== $1 the limit: $2 a second, $clients clients, one value, ${seconds}s each"
+	values=$3
+	what="one value"
+	[ "$values" != 1 ] && what="$values values in turn, each"
+	echo "== $1 the limit: $what $2 a second, $clients clients, ${seconds}s each"
 	redis-cli -p "$rport" flushall >/dev/null
 	run_extauthz "$2"
 	redis-cli -p "$rport" flushall >/dev/null
@@ -143,5 +156,6 @@ for scenario in "under 1000000" "over 100"; do
 		redis-cli -p "$rport" flushall >/dev/null
 		run_ratelimit "$2" 1048576
 		ratio extauthz rl+cache
+		redis_ratio extauthz rl+cache
 	fi
 done
