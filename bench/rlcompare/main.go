@@ -137,7 +137,7 @@ func main() {
 	if rpid != 0 && wake1 > wake0 {
 		wakes = fmt.Sprintf("%.0f/s, %.1f us of cpu each", float64(wake1-wake0)/elapsed.Seconds(), (cpu1-cpu0)/float64(wake1-wake0)*1e6)
 	}
-	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %5.2f us/check  redis commands %6.3f/check (script calls %6.3f)  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s  redis wakeups %s\n",
+	fmt.Printf("%-10s %8.0f checks/s  ok %8d  over %8d  failed %d  redis cpu %6.3f us/check  redis commands %6.3f/check (script calls %6.3f)  service cpu %6.2f us/check  client cpu %6.2f us/check  checks per cpu-second of service+redis %s  redis wakeups %s\n",
 		*name, float64(n)/elapsed.Seconds(), t.ok.Load(), t.over.Load(), t.failed.Load(), perCheck,
 		float64(calls1-calls0)/float64(n), float64(scripts1-scripts0)/float64(n), svcPerCheck, (self1-self0)/float64(n)*1e6, capacity, wakes)
 	if t.failed.Load() > 0 {

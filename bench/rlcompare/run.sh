@@ -129,10 +129,12 @@ ratio() {
 		"$work/$1.out" "$work/$2.out"
 }
 
-# redis_ratio A NAME: A's Redis CPU a check over NAME's in the scenario just run.
+# redis_ratio A NAME: A's Redis CPU a check over NAME's in the scenario just run (no ratio when
+# NAME's rounds to nothing).
 redis_ratio() {
 	awk -v a="$1" -v name="$2" '{ for (i = 1; i < NF; i++) if ($i == "redis" && $(i + 1) == "cpu") c[FILENAME] = $(i + 2) }
-		END { printf "%s / %s: %.2fx the Redis CPU a check (%s against %s us; target <= 1)\n", a, name, c[ARGV[1]] / c[ARGV[2]], c[ARGV[1]], c[ARGV[2]] }' \
+		END { x = c[ARGV[1]]; y = c[ARGV[2]]; r = "-"; if (y > 0) r = sprintf("%.2fx", x / y)
+			printf "%s / %s: %s the Redis CPU a check (%s against %s us; target <= 1)\n", a, name, r, x, y }' \
 		"$work/$1.out" "$work/$2.out"
 }
 
