@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -11,11 +12,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// Calls of one bucket acquisition (one value, one rule; no refund record) of the same key are
-// coalesced while one is in flight: the calls that arrive meanwhile are queued and sent together,
-// as one script call, when it returns. The script answers each as if they had been sent one
-// after the other at the same instant (Redis runs pipelined calls one after the other anyway),
-// reading and writing the state once for them all. A call that finds nothing in flight is sent
+// Calls of one bucket acquisition (one value, one rule; no refund record) are coalesced while
+// one is in flight to their lane: the calls that arrive meanwhile are queued and sent together,
+// as one script call of up to maxBatch calls, when it returns. A lane is the whole Redis in
+// standalone mode and one slot in cluster mode, where a script's keys must share a slot, so
+// that the calls of many values share a script call there as the calls of one value do. The
+// script answers each as if they had been sent one after the other at the same instant (Redis
+// runs pipelined calls one after the other anyway), reading and writing the state of a key once
+// for the calls of it that come together. A call that finds nothing in flight is sent
 // after its goroutine yields the processor once (runtime.Gosched), and so is each batch of the
 // queue: the goroutines ready to run meanwhile bring their calls of the key into the batch. With
 // nothing else ready to run the yield returns at once, so coalescing adds no wait at low load;
@@ -25,7 +29,9 @@ import (
 // 50 calls in flight the yield took Redis's commands a check (each script call and the commands
 // it makes) from 0.73–0.89 to 0.39–0.40 (with grpc-go's client; 0.52–0.62 to 0.32–0.33 with
 // bench/rlcompare's frame-level load), and Redis's CPU a check to 0.47–0.89 of what it was in
-// five of seven rounds side by side.
+// five of seven rounds side by side. With many values asked for at once, each a call of its
+// own, a lane rather than a key takes Redis's fixed cost of a script call (the call, its
+// arguments, reading the clock: about half of a call that takes a token) once for a batch.
 
 // batcher holds the queues of calls waiting for the call in flight on their key.
 type batcher struct {
@@ -38,6 +44,7 @@ type queue struct{ waiting []*waiter }
 // waiter is one Eval call in a batch.
 type waiter struct {
 	op   *hotparam.RemoteOp
+	key  string // its state's key
 	res  hotparam.RemoteResult
 	err  error
 	size int // the size of the batch it was sent in
@@ -57,15 +64,31 @@ func batchable(ops []hotparam.RemoteOp) bool {
 	return fast(&ops[0])
 }
 
-// queueKey names a queue: calls of one state key with the same rule numbers.
-type queueKey struct {
+// maxBatch is the most calls one script call of a batch carries: a script runs alone in Redis,
+// and one of 64 takings of a token keeps it for a fraction of a millisecond. A queue longer than
+// that goes as several script calls, pipelined.
+const maxBatch = 64
+
+// queueKey names a queue, a lane: the slot of its calls' keys in cluster mode, 0 otherwise.
+type queueKey struct{ slot uint16 }
+
+func (s *Store) queueOf(key string) queueKey {
+	if s.cfg.Mode == ModeCluster {
+		return queueKey{slot: slot(key)}
+	}
+	return queueKey{}
+}
+
+// run is the calls of a batch of one key with the same rule numbers: the script reads and
+// writes their state once.
+type run struct {
 	key          string
 	count, burst int64
 	duration     time.Duration
 }
 
-func queueOf(key string, op *hotparam.RemoteOp) queueKey {
-	return queueKey{key: key, count: op.Count, burst: op.Burst, duration: op.Duration}
+func runOf(w *waiter) run {
+	return run{key: w.key, count: w.op.Count, burst: w.op.Burst, duration: w.op.Duration}
 }
 
 // timers are the timers of queued and held calls, reused: a call queued behind another waits
@@ -91,8 +114,8 @@ func stopTimer(t *time.Timer) {
 // evalBatched is Eval for a batchable call.
 func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
 	t0 := time.Now()
-	w := &waiter{op: op, done: make(chan struct{})}
-	qk := queueOf(key, op)
+	w := &waiter{op: op, key: key, done: make(chan struct{})}
+	qk := s.queueOf(key)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
 	if q == nil {
@@ -105,13 +128,13 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		if batch := s.takeQueued(qk, w); batch != nil {
 			// the calls queued while it yielded go with it: its caller's cancellation is not
 			// theirs (the batch is bounded by Timeout all the same)
-			if batch = s.refuseQueued(key, batch); len(batch) > 0 {
-				s.sendBatch(context.WithoutCancel(ctx), c, key, batch, start)
+			if batch = s.refuseQueued(batch); len(batch) > 0 {
+				s.sendBatch(context.WithoutCancel(ctx), c, batch, start)
 			}
-		} else if s.blk == nil || !s.answerFromCache(key, w, s.localNow()) {
-			s.sendBatch(ctx, c, key, []*waiter{w}, start)
+		} else if s.blk == nil || !s.answerFromCache(w, s.localNow()) {
+			s.sendBatch(ctx, c, []*waiter{w}, start)
 		}
-		s.handOff(c, key, qk)
+		s.handOff(c, qk)
 	} else {
 		q.waiting = append(q.waiting, w)
 		s.bat.mu.Unlock()
@@ -176,7 +199,7 @@ func (s *Store) leave(qk queueKey, w *waiter, err error) {
 
 // handOff sends, from another goroutine, the calls queued on qk while a call was in flight, batch
 // after batch, until none is left; then the key has nothing in flight.
-func (s *Store) handOff(c rueidis.Client, key string, qk queueKey) {
+func (s *Store) handOff(c rueidis.Client, qk queueKey) {
 	s.bat.mu.Lock()
 	if len(s.bat.queues[qk].waiting) == 0 {
 		delete(s.bat.queues, qk)
@@ -199,48 +222,101 @@ func (s *Store) handOff(c rueidis.Client, key string, qk queueKey) {
 			s.bat.mu.Unlock()
 			// the call before may have told when a token is back: the calls it refuses are
 			// answered without Redis, as those arriving now are
-			if batch = s.refuseQueued(key, batch); len(batch) > 0 {
-				s.sendBatch(context.Background(), c, key, batch, s.localNow())
+			if batch = s.refuseQueued(batch); len(batch) > 0 {
+				s.sendBatch(context.Background(), c, batch, s.localNow())
 			}
 		}
 	}()
 }
 
-// sendBatch sends the calls of batch (one key) as one script call within Timeout and answers
-// each. ctx is the caller's for a call sent at once, and no caller's for a queued batch.
-func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, key string, batch []*waiter, start time.Time) {
+// sendBatch sends the calls of batch (one lane) within Timeout, as script calls of up to
+// maxBatch calls each, pipelined, and answers each. ctx is the caller's for a call sent at once,
+// and no caller's for a queued batch.
+func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start time.Time) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	args := make([]string, 0, 2+len(batch))
-	args = append(args, s.now(), "*")
-	for i, w := range batch {
-		if i > 0 && *w.op == *batch[i-1].op { // the commonest batch: one request's op, many times
-			args = append(args, args[len(args)-1])
-			continue
-		}
-		args = append(args, opArg(w.op, 1, 0, false, hitsOf(*w.op)))
+	batch = byRun(batch)
+	g := make([]group, 0, (len(batch)+maxBatch-1)/maxBatch)
+	for i := 0; i < len(batch); i += maxBatch {
+		g = append(g, batchGroup(batch[i:min(i+maxBatch, len(batch))], s.now()))
 	}
-	g := []group{{keys: []string{key}, args: args}}
 	t := time.Now()
 	err := s.exec(ctx, c, g)
 	lat := time.Since(t)
-	if err == nil && len(g[0].out) != 6*len(batch) {
-		err = fmt.Errorf("redis store: %w: %d numbers for a batch of %d", errBadReply, len(g[0].out), len(batch))
+	for i := range g {
+		part := batch[i*maxBatch : min((i+1)*maxBatch, len(batch))]
+		if g[i].out != nil && len(g[i].out) != 6*len(part) {
+			err = cmp.Or(err, fmt.Errorf("redis store: %w: %d numbers for a batch of %d", errBadReply, len(g[i].out), len(part)))
+			g[i].out = nil
+		}
 	}
 	s.settle(parent, len(batch), lat, err)
 	end := s.localNow()
 	for i, w := range batch {
-		w.err, w.size = err, len(batch)
-		if err == nil {
+		w.size = len(batch)
+		if o := g[i/maxBatch].out; o != nil {
 			var next time.Duration
-			w.res, next = batchResult(g[0].out[6*i:])
+			w.res, next = batchResult(o[6*(i%maxBatch):])
 			if s.blk != nil {
-				s.keepRefusal(key, w.op, &w.res, next, start, end)
+				s.keepRefusal(w.key, w.op, &w.res, next, start, end)
 			}
+		} else {
+			w.err = cmp.Or(err, error(errBadReply))
 		}
 		close(w.done)
 	}
+}
+
+// byRun orders batch by run, each run in the order of its calls, runs in the order of their
+// first call: the calls of a key keep their order, and the script reads each key once.
+func byRun(batch []*waiter) []*waiter {
+	if len(batch) < 2 {
+		return batch
+	}
+	first := runOf(batch[0])
+	same := true
+	for _, w := range batch[1:] {
+		if runOf(w) != first {
+			same = false
+			break
+		}
+	}
+	if same { // the commonest batch: one value's calls
+		return batch
+	}
+	order := make(map[run]int)
+	var runs [][]*waiter
+	for _, w := range batch {
+		r := runOf(w)
+		i, ok := order[r]
+		if !ok {
+			i = len(runs)
+			order[r] = i
+			runs = append(runs, nil)
+		}
+		runs[i] = append(runs[i], w)
+	}
+	out := make([]*waiter, 0, len(batch))
+	for _, r := range runs {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// batchGroup is the script call of part, calls ordered by run: a key once in KEYS, each op its
+// own argument but for a repeated one (one request's op, many times), which repeats the one before.
+func batchGroup(part []*waiter, now string) group {
+	g := group{args: make([]string, 0, 2+len(part))}
+	g.args = append(g.args, now, "*")
+	for i, w := range part {
+		if i > 0 && w.key == part[i-1].key && *w.op == *part[i-1].op {
+			g.args = append(g.args, g.args[len(g.args)-1])
+			continue
+		}
+		g.args = append(g.args, opArg(w.op, g.keyIndex(w.key), 0, false, hitsOf(*w.op)))
+	}
+	return g
 }
 
 // batchResult decodes the answer to a call of a batch, o's first 6 numbers, and, for a call
@@ -270,30 +346,30 @@ func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.Remot
 	}
 }
 
-// refuseQueued answers from the cache of blocked values the calls of batch (one key) it now
-// refuses, as Eval would have had they come after the call in flight returned, and returns the
-// others, to be sent.
-func (s *Store) refuseQueued(key string, batch []*waiter) []*waiter {
+// refuseQueued answers from the cache of blocked values the calls of batch it now refuses, as
+// Eval would have had they come after the call in flight returned, and returns the others, to be
+// sent.
+func (s *Store) refuseQueued(batch []*waiter) []*waiter {
 	if s.blk == nil {
 		return batch
 	}
 	now := s.localNow()
 	keep := batch[:0]
 	for _, w := range batch {
-		if !s.answerFromCache(key, w, now) {
+		if !s.answerFromCache(w, now) {
 			keep = append(keep, w)
 		}
 	}
 	return keep
 }
 
-// answerFromCache answers w (state at key) at now from the cache of blocked values, when an
-// entry refuses it, and reports whether it did.
-func (s *Store) answerFromCache(key string, w *waiter, now time.Time) bool {
+// answerFromCache answers w at now from the cache of blocked values, when an entry refuses it,
+// and reports whether it did.
+func (s *Store) answerFromCache(w *waiter, now time.Time) bool {
 	if !cacheable(w.op) {
 		return false
 	}
-	r, ok := s.blk.lookup(key, w.op, now)
+	r, ok := s.blk.lookup(w.key, w.op, now)
 	if !ok {
 		return false
 	}

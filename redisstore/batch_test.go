@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -355,4 +356,133 @@ func loadScript(t *testing.T, s *Store, op hotparam.RemoteOp) {
 	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A batch of bucket acquisitions of several keys and rule numbers, ordered by run, answers each
+// as the same calls sent one by one at the same instant in that order, each key once in KEYS.
+func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
+	s, _, clk := newTestStore(t)
+	c := s.client.Load().c
+	rng := rand.New(rand.NewPCG(3, 7))
+	rules := []hotparam.RemoteOp{
+		{RuleID: "mk-a", Count: 5, Burst: 2, Duration: time.Second},
+		{RuleID: "mk-a", Count: 3, Duration: time.Second}, // the same key, its rule's count changed
+		{RuleID: "mk-b", Count: 2, Duration: 300 * ms},
+	}
+	at := time.Duration(0)
+	for round := range 30 {
+		at += time.Duration(rng.Int64N(int64(700 * ms)))
+		clk.set(at)
+		n := 1 + rng.IntN(12)
+		batch := make([]*waiter, n)
+		for i := range batch {
+			op := rules[rng.IntN(len(rules))]
+			op.Value = "batched-v" + strconv.Itoa(rng.IntN(3))
+			op.Hits = 1 + rng.Int64N(3)
+			op.Shadow = rng.IntN(6) == 0
+			batch[i] = &waiter{op: &op, key: key(DefaultPrefix, &op)}
+		}
+		ordered := byRun(batch)
+		if len(ordered) != n {
+			t.Fatalf("round %d: byRun gave %d calls of %d", round, len(ordered), n)
+		}
+		// one by one in that order, on values of their own
+		want := make([]hotparam.RemoteResult, n)
+		wantNext := make([]time.Duration, n)
+		for i, w := range ordered {
+			o := *w.op
+			o.Value = "single-" + o.Value // the same calls on values of their own
+			want[i] = eval(t, s, o)[0]
+			p := o
+			p.Hits, p.Probe, p.Shadow = 1, true, false
+			if pr := eval(t, s, p)[0]; want[i].Allowed && !pr.Allowed {
+				wantNext[i] = pr.RetryAfter
+			}
+		}
+		for i := 1; i < n; i++ { // a run's calls are together
+			for j := 0; j < i-1; j++ {
+				if runOf(ordered[j]) == runOf(ordered[i]) && runOf(ordered[i-1]) != runOf(ordered[i]) {
+					t.Fatalf("round %d: call %d's run is split", round, i)
+				}
+			}
+		}
+		g := []group{batchGroup(ordered, s.now())}
+		seen := map[string]bool{}
+		for _, k := range g[0].keys {
+			if seen[k] {
+				t.Fatalf("round %d: key %s twice in KEYS", round, k)
+			}
+			seen[k] = true
+		}
+		if err := s.exec(context.Background(), c, g); err != nil {
+			t.Fatal(err)
+		}
+		if len(g[0].out) != 6*n {
+			t.Fatalf("round %d: %d numbers for %d ops", round, len(g[0].out), n)
+		}
+		for i, w := range ordered {
+			got, next := batchResult(g[0].out[6*i:])
+			if got != want[i] || next != wantNext[i] {
+				t.Fatalf("round %d op %d (%s count %d hits %d): batched %+v next token in %v, one by one %+v next in %v",
+					round, i, w.op.RuleID, w.op.Count, w.op.Hits, got, next, want[i], wantNext[i])
+			}
+		}
+	}
+}
+
+// The calls of many values made while one is in flight go together once it returns: one
+// script call for each maxBatch of them, all sent at once, each answered as its own call.
+func TestBatchOfManyValues(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op := hotparam.RemoteOp{RuleID: "many", Count: 3, Duration: time.Hour, Hits: 1}
+	loadScript(t, s, op)
+	ctx := context.Background()
+	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") // a paused server answers no CLI
+	srv.Pause()
+	first := make(chan error, 1)
+	o := op
+	o.Value = "first"
+	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{o}, make([]hotparam.RemoteResult, 1)) }()
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
+	const values = 2*maxBatch + 10
+	res := make([][]hotparam.RemoteResult, values)
+	errs := make(chan error, values)
+	for i := range values {
+		o := op
+		o.Value = "value-" + strconv.Itoa(i)
+		if i%5 == 4 {
+			o.Hits = 2
+		}
+		res[i] = make([]hotparam.RemoteResult, 1)
+		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
+	}
+	waitFor(t, "every call queued behind the first", func() bool { return s.queued().waiting == values })
+	srv.Resume()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range values {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := 1 + (values+maxBatch-1)/maxBatch // the first, then the queue in script calls of maxBatch
+	if scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0; scripts != want {
+		t.Errorf("script calls: %d for %d calls of different values queued behind one: want %d", scripts, values, want)
+	}
+	for i := range values {
+		left := int64(2)
+		if i%5 == 4 {
+			left = 1
+		}
+		if r := res[i][0]; !r.Allowed || r.Remaining != left {
+			t.Errorf("value %d: %+v, want allowed with %d left", i, r, left)
+		}
+	}
+	waitFor(t, "nothing in flight", func() bool { return s.queued().inFlight == 0 })
 }

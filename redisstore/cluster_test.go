@@ -1,8 +1,10 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +66,50 @@ func TestCluster(t *testing.T) {
 		for i, r := range res {
 			if !r.Allowed || r.Remaining != want[i] {
 				t.Errorf("op %d: got %+v, want allowed with %d remaining", i, r, want[i])
+			}
+		}
+	})
+
+	t.Run("calls of many values at once: a script call per slot, exact counts", func(t *testing.T) {
+		// each goroutine asks for every value under two rules in an order of its own: the
+		// calls of one slot go together, those of different slots never share a script call
+		const values, clients, count = 24, 8, 3
+		var ops []hotparam.RemoteOp
+		for i := range values {
+			v := fmt.Sprintf("many-%d", i)
+			a, b := qps("many-a", v, count), qps("many-b", v, count)
+			a.Duration, b.Duration = time.Hour, time.Hour
+			ops = append(ops, a, b)
+		}
+		var mu sync.Mutex
+		admitted := map[string]int{}
+		var wg sync.WaitGroup
+		errs := make(chan error, clients*len(ops))
+		for c := range clients {
+			wg.Go(func() {
+				for j := range ops {
+					op := ops[(j*7+c*5)%len(ops)]
+					res := make([]hotparam.RemoteResult, 1)
+					if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
+						errs <- err
+						continue
+					}
+					if res[0].Allowed {
+						mu.Lock()
+						admitted[op.RuleID+"/"+op.Value]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("a call: %v", err)
+		}
+		for _, op := range ops {
+			if got := admitted[op.RuleID+"/"+op.Value]; got != count {
+				t.Errorf("%s of %s: %d admitted of %d calls, want %d", op.RuleID, op.Value, got, clients, count)
 			}
 		}
 	})

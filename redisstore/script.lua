@@ -6,7 +6,7 @@
 --
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME (once)
 -- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds; "*"
---          makes the call a batch of independent bucket acquisitions of one key (fast path)
+--          makes the call a batch of independent bucket acquisitions (fast path), of any of KEYS
 -- ARGV[3..] one op each: 15 little-endian doubles, then the lease id (concurrency; may be empty):
 --   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency, 4 a postpaid
 --   bucket's charge, 5 a throttle turn given back), count,
@@ -93,65 +93,76 @@ local function ns(a, b)
 end
 
 -- Fast path: one bucket acquisition with no refund record, the commonest call, or a batch of
--- them (nonce "*"): calls of one key, each its own call, as if sent one after the other at the
--- same instant, answered one after the other (6 numbers each, as a call of one op). The same
--- arithmetic as bucket() below, without the general path's tables and closures; one GET and at
--- most one SET for the whole batch.
+-- them (nonce "*"): calls each its own, as if sent one after the other at the same instant,
+-- answered one after the other (6 numbers each, as a call of one op). The same arithmetic as
+-- bucket() below, without the general path's tables and closures. A batch comes in runs: the
+-- consecutive calls of one key with the same rule numbers, for which only hits, shadow and probe
+-- differ; each run reads its key once and writes it at most once, before the next run reads.
 local batch = nonce == '*'
 if n == 1 or batch then
   local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe =
     sunpack('<ddddddddddddddd', ARGV[3])
   if kind == 1 and rel == 0 and lk == 0 and count > 0 then
-    local key = KEYS[k]
-    cap = cap * dur
-    local x = cap
-    local v = call('GET', key)
-    if v and #v == 24 then
-      local sx, sy, old = sunpack('<ddd', v)
-      if old ~= dur then sx = floor(sx / old * dur) end
-      if sx < cap then
-        local el = now - sy
-        if el < 0 then el = 0 end
-        if el < cdiv(cap - sx, rate) then x = sx + el * rate end
-      end
-    end
-    local out, taken, one = nil, false, nil
+    local out, one = nil, nil
     if n > 1 then out = {} end -- a batch of one answers as a call of one op
-    for i = 1, n do
-      if i > 1 then
-        -- the batch's ops share the key and the rule's numbers: only hits and shadow differ
-        _, _, _, _, _, _, _, _, hits, _, _, shadow, _, _, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
-      end
-      local need = hits * dur
-      local allowed, retry = 1, 0
-      if need > cap then
-        allowed, retry = 0, dur * (count / rate) * 1000
-      elseif x >= need then
-        if probe == 0 then
-          x, taken = x - need, true
-          -- in a batch, an acquisition that leaves less than a token tells when the next one
-          -- is there, in its retry after (the caller keeps it as a refusal of one hit)
-          if batch and x < dur then retry = ns(dur - x, rate) end
+    local i = 1
+    while true do
+      local key, rk, rcount, rcap, rdur, rrate = KEYS[k], k, count, cap, dur, rate
+      cap = cap * dur
+      local x = cap
+      local v = call('GET', key)
+      if v and #v == 24 then
+        local sx, sy, old = sunpack('<ddd', v)
+        if old ~= dur then sx = floor(sx / old * dur) end
+        if sx < cap then
+          local el = now - sy
+          if el < 0 then el = 0 end
+          if el < cdiv(cap - sx, rate) then x = sx + el * rate end
         end
-      else
-        allowed, retry = 0, ns(need - x, rate)
       end
-      local ok = 1
-      if allowed == 0 and shadow == 0 then ok = 0 end
-      one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
-      if out then out[i] = one end
-    end
-    if taken then
-      -- The key must live until the bucket is full again (absent reads as full). It keeps its
-      -- expiry while that is far enough (KEEPTTL, half the cost of moving it); else the expiry
-      -- moves to then plus the slack: the time an empty bucket takes to fill, at most 10s, so
-      -- that a value taking tokens moves its key's expiry about once a slack, not every call.
-      local full = cdiv(now + cdiv(cap - x, rate), 1000)
-      if v and #v == 24 and call('PEXPIRETIME', key) >= full then
-        call('SET', key, pack('<ddd', x, now, dur), 'KEEPTTL')
-      else
-        call('SET', key, pack('<ddd', x, now, dur), 'PXAT', full + cdiv(min(cdiv(cap, rate), 10000000), 1000))
+      local taken = false
+      while true do
+        local need = hits * dur
+        local allowed, retry = 1, 0
+        if need > cap then
+          allowed, retry = 0, dur * (count / rate) * 1000
+        elseif x >= need then
+          if probe == 0 then
+            x, taken = x - need, true
+            -- in a batch, an acquisition that leaves less than a token tells when the next one
+            -- is there, in its retry after (the caller keeps it as a refusal of one hit)
+            if batch and x < dur then retry = ns(dur - x, rate) end
+          end
+        else
+          allowed, retry = 0, ns(need - x, rate)
+        end
+        local ok = 1
+        if allowed == 0 and shadow == 0 then ok = 0 end
+        one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
+        if out then out[i] = one end
+        i = i + 1
+        if i > n then break end
+        k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
+        if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
+          return redis.error_reply('batch of ops that are not plain bucket acquisitions')
+        end
+        if k ~= rk or count ~= rcount or cap ~= rcap or dur ~= rdur or rate ~= rrate then break end
+        cap = cap * dur
       end
+      if taken then
+        -- The key must live until the bucket is full again (absent reads as full). It keeps its
+        -- expiry while that is far enough (KEEPTTL, half the cost of moving it); else the expiry
+        -- moves to then plus the slack: the time an empty bucket takes to fill, at most 10s, so
+        -- that a value taking tokens moves its key's expiry about once a slack, not every call.
+        local rc = rcap * rdur
+        local full = cdiv(now + cdiv(rc - x, rrate), 1000)
+        if v and #v == 24 and call('PEXPIRETIME', key) >= full then
+          call('SET', key, pack('<ddd', x, now, rdur), 'KEEPTTL')
+        else
+          call('SET', key, pack('<ddd', x, now, rdur), 'PXAT', full + cdiv(min(cdiv(rc, rrate), 10000000), 1000))
+        end
+      end
+      if i > n then break end
     end
     if out then return table.concat(out) end
     return one
