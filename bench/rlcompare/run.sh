@@ -27,6 +27,9 @@
 # reach against envoyproxy/ratelimit on this machine with this load generator, the ceiling of
 # extauthz's ratio.
 #
+# BEFORE_BIN names another extauthz binary (say, an earlier revision's), run after this tree's in
+# each scenario as "extauthz0", with its ratios to this tree's: a change measured side by side.
+#
 # It needs redis-server on PATH; ports REDIS_PORT (16379), EXTAUTHZ_PORT (18001), NOOP_PORT
 # (18002) and RL_PORT (18081, with 18080 and 16070 for its HTTP and debug listeners) must be free.
 set -euo pipefail
@@ -70,8 +73,11 @@ measure() {
 		tee "$work/$1.out"
 }
 
-# run_extauthz LIMIT: one extauthz in Redis mode with a cluster rule of LIMIT a second on item_id.
+# run_extauthz NAME BIN LIMIT: extauthz binary BIN in Redis mode with a cluster rule of LIMIT a
+# second on item_id, its result kept as NAME's.
 run_extauthz() {
+	local name=$1 bin=$2
+	shift 2
 	mkdir -p "$work/rules" # a directory of its own: extauthz watches it, and the logs are in $work
 	cat >"$work/rules/rules.yaml" <<RULES
 param_flow:
@@ -79,10 +85,10 @@ param_flow:
 RULES
 	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules/rules.yaml" \
 		EXTAUTHZ_STORE_REDIS_ADDRS="127.0.0.1:$rport" EXTAUTHZ_STORE_REDIS_TIMEOUT=1s EXTAUTHZ_STORE_REDIS_FALLBACK=deny \
-		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$work/extauthz" >"$work/extauthz.log" 2>&1 &
+		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$bin" >"$work/$name.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
-	measure extauthz "$eport" "$pid"
+	measure "$name" "$eport" "$pid"
 	kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
@@ -129,12 +135,12 @@ ratio() {
 		"$work/$1.out" "$work/$2.out"
 }
 
-# redis_ratio A NAME: A's Redis CPU a check over NAME's in the scenario just run (no ratio when
-# NAME's rounds to nothing).
+# redis_ratio A NAME [NOTE]: A's Redis CPU a check over NAME's in the scenario just run (no ratio
+# when NAME's rounds to nothing), and NOTE.
 redis_ratio() {
-	awk -v a="$1" -v name="$2" '{ for (i = 1; i < NF; i++) if ($i == "redis" && $(i + 1) == "cpu") c[FILENAME] = $(i + 2) }
+	awk -v a="$1" -v name="$2" -v note="${3:-}" '{ for (i = 1; i < NF; i++) if ($i == "redis" && $(i + 1) == "cpu") c[FILENAME] = $(i + 2) }
 		END { x = c[ARGV[1]]; y = c[ARGV[2]]; r = "-"; if (y > 0) r = sprintf("%.2fx", x / y)
-			printf "%s / %s: %s the Redis CPU a check (%s against %s us; target <= 1)\n", a, name, r, x, y }' \
+			printf "%s / %s: %s the Redis CPU a check (%s against %s us%s)\n", a, name, r, x, y, note }' \
 		"$work/$1.out" "$work/$2.out"
 }
 
@@ -145,7 +151,13 @@ for scenario in "under 1000000 1" "over 100 1" "over 100 ${VALUES:-100}"; do
 	[ "$values" != 1 ] && what="$values values in turn, each"
 	echo "== $1 the limit: $what $2 a second, $clients clients, ${seconds}s each"
 	redis-cli -p "$rport" flushall >/dev/null
-	run_extauthz "$2"
+	run_extauthz extauthz "$work/extauthz" "$2"
+	if [ -n "${BEFORE_BIN:-}" ]; then
+		redis-cli -p "$rport" flushall >/dev/null
+		run_extauthz extauthz0 "$BEFORE_BIN" "$2"
+		ratio extauthz extauthz0
+		redis_ratio extauthz extauthz0
+	fi
 	redis-cli -p "$rport" flushall >/dev/null
 	run_ratelimit "$2"
 	ratio extauthz ratelimit " (target >= 2x)"
@@ -158,6 +170,6 @@ for scenario in "under 1000000 1" "over 100 1" "over 100 ${VALUES:-100}"; do
 		redis-cli -p "$rport" flushall >/dev/null
 		run_ratelimit "$2" 1048576
 		ratio extauthz rl+cache
-		redis_ratio extauthz rl+cache
+		redis_ratio extauthz rl+cache "; target <= 1"
 	fi
 done
