@@ -19,13 +19,25 @@ import (
 // cluster rule of N a second. The bucket admits at most capacity + N × elapsed across both
 // replicas: never more, and not much less (the clients keep it empty).
 func TestBinaryClusterLoadTwoReplicas(t *testing.T) {
+	testClusterLoad(t, 1, 50, 10)
+}
+
+// The same with 16 values asked for in turn, each over its own limit: the calls of many values
+// share script calls (their lane is the whole Redis), and each value's bucket still admits
+// exactly its own allowance.
+func TestBinaryClusterLoadManyValues(t *testing.T) {
+	testClusterLoad(t, 16, 20, 5)
+}
+
+// testClusterLoad runs two replicas on one redis-server under 10 clients each, asking for values
+// values in turn of a cluster rule of perSecond a second with burst, for 2.5 s, and checks each
+// value's admitted calls against its bucket's allowance.
+func testClusterLoad(t *testing.T, values, perSecond, burst int) {
 	const (
-		perSecond = 50
-		burst     = 10
-		capacity  = perSecond + burst
-		clients   = 10 // per replica
-		runFor    = 2500 * time.Millisecond
+		clients = 10 // per replica
+		runFor  = 2500 * time.Millisecond
 	)
+	capacity := perSecond + burst
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", fmt.Sprintf(`
@@ -33,20 +45,28 @@ param_flow:
   - {resource: "POST:/order", param: item_id, grade: qps, count: %d, burst: %d, duration: 1s, cluster: true}
 `, perSecond, burst))
 	procs := startReplicas(t, dir, srv.Addr(), rules, 2)
-	var admitted, refused, failed atomic.Int64
+	name := func(v int) string {
+		if values == 1 {
+			return "hot"
+		}
+		return "hot-" + strconv.Itoa(v)
+	}
+	admitted := make([]atomic.Int64, values)
+	var refused, failed atomic.Int64
 	var wg sync.WaitGroup
 	begin := time.Now()
 	stopAt := begin.Add(runFor)
 	var lastEnd atomic.Int64 // ns since begin of the latest answer
-	for _, p := range procs {
+	for pi, p := range procs {
 		c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
-		for range clients {
+		for ci := range clients {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for time.Now().Before(stopAt) {
+				for n := pi*clients + ci; time.Now().Before(stopAt); n++ {
+					v := n % values
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					resp, err := c.ShouldRateLimit(ctx, rlRequest("POST:/order", "hot"))
+					resp, err := c.ShouldRateLimit(ctx, rlRequest("POST:/order", name(v)))
 					cancel()
 					end := int64(time.Since(begin))
 					for {
@@ -59,7 +79,7 @@ param_flow:
 					case err != nil:
 						failed.Add(1)
 					case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
-						admitted.Add(1)
+						admitted[v].Add(1)
 					default:
 						refused.Add(1)
 					}
@@ -70,19 +90,26 @@ param_flow:
 	}
 	wg.Wait()
 	elapsed := time.Duration(lastEnd.Load())
-	allowance := capacity + perSecond*elapsed.Seconds()
-	got := float64(admitted.Load())
-	t.Logf("admitted %v, refused %d, failed %d in %v: allowance %.1f", got, refused.Load(), failed.Load(), elapsed, allowance)
+	allowance := float64(capacity) + float64(perSecond)*elapsed.Seconds()
+	// timing only: the bucket refills while the first calls connect, and calls near the end
+	// may be answered after the last counted instant
+	low := float64(capacity) + float64(perSecond)*(elapsed.Seconds()-0.5)
+	counts := make([]int64, values)
+	for v := range admitted {
+		counts[v] = admitted[v].Load()
+	}
+	t.Logf("admitted %v, refused %d, failed %d in %v: allowance %.1f a value", counts, refused.Load(), failed.Load(), elapsed, allowance)
 	if failed.Load() != 0 {
 		t.Errorf("%d calls failed", failed.Load())
 	}
-	if got > allowance {
-		t.Errorf("admitted %v across both replicas, over the allowance %.1f", got, allowance)
-	}
-	// timing only: the bucket refills while the first calls connect, and calls near the end
-	// may be answered after the last counted instant
-	if low := capacity + perSecond*(elapsed.Seconds()-0.5); got < low {
-		t.Errorf("admitted %v, want at least %.1f (the allowance less half a second of refill)", got, low)
+	for v := range admitted {
+		got := float64(admitted[v].Load())
+		if got > allowance {
+			t.Errorf("%s: admitted %v across both replicas, over the allowance %.1f", name(v), got, allowance)
+		}
+		if got < low {
+			t.Errorf("%s: admitted %v, want at least %.1f (the allowance less half a second of refill)", name(v), got, low)
+		}
 	}
 	if refused.Load() == 0 {
 		t.Error("no call refused: the load did not reach the limit")
