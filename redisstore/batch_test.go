@@ -106,11 +106,7 @@ func hammer(s *Store, op hotparam.RemoteOp, clients, each int, refused func(hotp
 // its sender yielded, which it answers).
 func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
 	const clients, each = 40, 25
 	op := hotparam.RemoteOp{RuleID: "over", Value: "hot", Count: 1, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
@@ -137,11 +133,7 @@ func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
 // exactly the allowance is admitted.
 func TestBatchUnderLoad(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BlockedCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BlockedCache: -1})
 	const clients, each, allowance = 40, 25, 300
 	op := hotparam.RemoteOp{RuleID: "load", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
 	admitted, failed := hammer(s, op, clients, each, nil)
@@ -164,11 +156,7 @@ func TestBatchUnderLoad(t *testing.T) {
 // cancellation, which came meanwhile, is not theirs.
 func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
 	const others, allowance = 7, 5
 	op := hotparam.RemoteOp{RuleID: "yield", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
@@ -226,11 +214,7 @@ func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 // A call queued behind one that hangs gives up at its own deadline; the key is usable after.
 func TestBatchQueuedCallTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond, BreakerFailures: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond, BreakerFailures: 100})
 	op := hotparam.RemoteOp{RuleID: "hang", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
 	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err != nil {
 		t.Fatal(err)
@@ -295,11 +279,7 @@ func TestQueuedCallTimerReused(t *testing.T) {
 // queued calls are answered as calls one after the other would be.
 func TestBatchOfDifferentOps(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100, BlockedCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100, BlockedCache: -1})
 	op := hotparam.RemoteOp{RuleID: "mixed", Value: "v", Count: 10, Duration: time.Hour, Hits: 1}
 	ctx := context.Background()
 	srv.Pause()
@@ -316,15 +296,7 @@ func TestBatchOfDifferentOps(t *testing.T) {
 		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
 		waitFor(t, "the call queued", func() bool { return s.queued().waiting == i+1 })
 	}
-	srv.Resume()
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	for range hits {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	resumeAndWait(t, srv, first, errs, len(hits))
 	left := int64(10 - 1)
 	for i, h := range hits {
 		left -= h
@@ -434,11 +406,7 @@ func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
 // script call for each maxBatch of them, all sent at once, each answered as its own call.
 func TestBatchOfManyValues(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 1000})
 	op := hotparam.RemoteOp{RuleID: "many", Count: 3, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
 	ctx := context.Background()
@@ -462,15 +430,7 @@ func TestBatchOfManyValues(t *testing.T) {
 		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
 	}
 	waitFor(t, "every call queued behind the first", func() bool { return s.queued().waiting == values })
-	srv.Resume()
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	for range values {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	resumeAndWait(t, srv, first, errs, values)
 	want := 1 + (values+maxBatch-1)/maxBatch // the first, then the queue in script calls of maxBatch
 	if scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0; scripts != want {
 		t.Errorf("script calls: %d for %d calls of different values queued behind one: want %d", scripts, values, want)
@@ -485,4 +445,18 @@ func TestBatchOfManyValues(t *testing.T) {
 		}
 	}
 	waitFor(t, "nothing in flight", func() bool { return s.queued().inFlight == 0 })
+}
+
+// resumeAndWait resumes srv and waits for the first call's error and n others' on errs, each nil.
+func resumeAndWait(t *testing.T, srv *redistest.Server, first, errs <-chan error, n int) {
+	t.Helper()
+	srv.Resume()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

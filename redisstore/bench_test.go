@@ -86,10 +86,5 @@ func BenchmarkEvalDistinct(b *testing.B) {
 // benchStore is a Store on a redis-server of its own, closed when b ends.
 func benchStore(b *testing.B) *Store {
 	srv := redistest.Start(b)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
-	return s
+	return openStore(b, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
 }

@@ -25,14 +25,21 @@ func (c *fakeClock) setReal() { c.now = time.Now() }
 func newTestStore(t *testing.T) (*Store, *redistest.Server, *fakeClock) {
 	t.Helper()
 	srv := redistest.Start(t)
-	s, err := New(Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	clk := &fakeClock{now: t0}
+	s.clock = func() time.Time { return clk.now }
+	return s, srv, clk
+}
+
+// openStore is New(cfg), closed when t ends; an error ends t.
+func openStore(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	clk := &fakeClock{now: t0}
-	s.clock = func() time.Time { return clk.now }
-	return s, srv, clk
+	return s
 }
 
 func eval(t *testing.T, s *Store, ops ...hotparam.RemoteOp) []hotparam.RemoteResult {
