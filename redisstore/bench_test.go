@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -51,35 +54,82 @@ func BenchmarkEvalDistinct(b *testing.B) {
 			if !yield {
 				s.yield = func() {}
 			}
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			var n atomic.Uint64
-			var mu sync.Mutex
-			var lat []time.Duration
-			op := hotparam.RemoteOp{RuleID: "distinct-" + name, Count: 1000, Duration: time.Hour, Hits: 1}
-			b.RunParallel(func(pb *testing.PB) {
-				res := make([]hotparam.RemoteResult, 1)
-				o := op
-				var mine []time.Duration
-				for pb.Next() {
-					o.Value = strconv.FormatUint(n.Add(1), 36)
-					t := time.Now()
-					if err := s.Eval(context.Background(), []hotparam.RemoteOp{o}, res); err != nil {
-						b.Error(err)
-						return
-					}
-					mine = append(mine, time.Since(t))
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			})
-			if len(lat) > 0 {
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			}
+			distinctCalls(b, s, 16, "distinct-"+name)
 		})
+	}
+}
+
+// BenchmarkEvalDistinctRemote is BenchmarkEvalDistinct's calls (each a value of its own, with
+// the yield) to a Redis at least 1 ms of round trip away (redistest.DelayProxy, 500µs each way;
+// the timers' granularity adds to it: the median round trip of a PING is reported as rtt-µs),
+// as one across a network is, at 2 and 32 goroutines: where a call queued behind the one in
+// flight on its lane waits longer than on loopback.
+func BenchmarkEvalDistinctRemote(b *testing.B) {
+	srv := redistest.Start(b)
+	addr := redistest.DelayProxy(b, srv.Addr(), 500*time.Microsecond)
+	rtt := pingRTT(b, addr)
+	s := openStore(b, Config{Addrs: []string{addr}, Timeout: 5 * time.Second})
+	for _, par := range []int{1, 16} {
+		b.Run(fmt.Sprintf("goroutines=%d", par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			distinctCalls(b, s, par, fmt.Sprintf("remote-%d", par))
+			b.ReportMetric(float64(rtt.Microseconds()), "rtt-µs")
+		})
+	}
+}
+
+// pingRTT is the median round trip of a PING to the Redis at addr, of 21.
+func pingRTT(b *testing.B, addr string) time.Duration {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	var rtt []time.Duration
+	for range 21 {
+		t := time.Now()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			b.Fatal(err)
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+			b.Fatalf("PING: %q, %v", line, err)
+		}
+		rtt = append(rtt, time.Since(t))
+	}
+	slices.Sort(rtt)
+	return rtt[len(rtt)/2]
+}
+
+// distinctCalls runs b's calls on s, par goroutines a processor, each call a value of its own of
+// rule, and reports the calls' median and 99th-percentile latency.
+func distinctCalls(b *testing.B, s *Store, par int, rule string) {
+	b.ReportAllocs()
+	b.SetParallelism(par)
+	var n atomic.Uint64
+	var mu sync.Mutex
+	var lat []time.Duration
+	op := hotparam.RemoteOp{RuleID: rule, Count: 1000, Duration: time.Hour, Hits: 1}
+	b.RunParallel(func(pb *testing.PB) {
+		res := make([]hotparam.RemoteResult, 1)
+		o := op
+		var mine []time.Duration
+		for pb.Next() {
+			o.Value = strconv.FormatUint(n.Add(1), 36)
+			t := time.Now()
+			if err := s.Eval(context.Background(), []hotparam.RemoteOp{o}, res); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(t))
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	}
 }
 

@@ -1,8 +1,13 @@
 package redistest
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartSkipsATakenPort(t *testing.T) {
@@ -51,5 +56,34 @@ func TestCommandUsecAndCPU(t *testing.T) {
 	}
 	if s.CPU() <= 0 {
 		t.Error("CPU: got 0 after 50 commands")
+	}
+}
+
+// A command through DelayProxy is answered, a round trip of two delays later at the least, and
+// a large value comes back whole.
+func TestDelayProxy(t *testing.T) {
+	s := Start(t)
+	const oneWay = 20 * time.Millisecond
+	c, err := net.Dial("tcp", DelayProxy(t, s.Addr(), oneWay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	begin := time.Now()
+	big := strings.Repeat("x", 200<<10)
+	fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", len(big), big)
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("SET: %q, %v", line, err)
+	}
+	if took := time.Since(begin); took < 2*oneWay {
+		t.Errorf("answered after %v, want at least %v", took, 2*oneWay)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != fmt.Sprintf("$%d\r\n", len(big)) {
+		t.Fatalf("GET: %q, %v", line, err)
+	}
+	got := make([]byte, len(big)+2)
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != big+"\r\n" {
+		t.Fatalf("GET: %d bytes, %v; want the value set", len(got), err)
 	}
 }
