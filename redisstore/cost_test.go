@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -94,6 +95,51 @@ func BenchmarkRedisCost(b *testing.B) {
 				b.Logf("Redis-side cost of one check of one value, one rule: %.2f us per EVALSHA (target <= %v)",
 					per, redisCostTarget)
 			}
+		})
+	}
+}
+
+// BenchmarkRedisCostBatch measures what Redis spends inside the script per check of a batch of
+// 17 (the size a batch of one hot value took under 50 calls in flight), sent as the queue sends
+// one (sendBatch), one batch at a time: the same op 17 times on one value, and one op on each of
+// 17 values.
+func BenchmarkRedisCostBatch(b *testing.B) {
+	const n = 17
+	srv := redistest.Start(b)
+	s := openStore(b, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BlockedCache: -1})
+	c := s.client.Load().c
+	for _, values := range []int{1, n} {
+		b.Run(fmt.Sprintf("values=%d", values), func(b *testing.B) {
+			batch := func(i int) []*waiter {
+				ws := make([]*waiter, n)
+				for j := range ws {
+					op := hotparam.RemoteOp{RuleID: "batch", Value: "v" + strconv.Itoa((i*n+j)%values), Count: 1e9, Duration: time.Second, Hits: 1}
+					ws[j] = &waiter{op: &op, key: s.keys([]hotparam.RemoteOp{op})[0], done: make(chan struct{})}
+				}
+				return ws
+			}
+			send := func(i int) {
+				ws := batch(i)
+				s.sendBatch(context.Background(), c, ws, s.localNow())
+				for _, w := range ws {
+					if w.err != nil || !w.res.Allowed {
+						b.Fatalf("batch %d: %+v, %v", i, w.res, w.err)
+					}
+				}
+			}
+			send(0) // loads the script
+			srv.CLI("CONFIG", "RESETSTAT")
+			i := 0
+			for b.Loop() {
+				i++
+				send(i)
+			}
+			b.StopTimer()
+			calls, usec := srv.CommandUsec("evalsha")
+			if calls == 0 {
+				b.Fatal("no EVALSHA ran")
+			}
+			b.ReportMetric(float64(usec)/float64(calls)/n, "redis-us/check")
 		})
 	}
 }

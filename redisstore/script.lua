@@ -142,12 +142,16 @@ if n == 1 or batch then
         if out then out[i] = one end
         i = i + 1
         if i > n then break end
-        k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
-        if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
-          return redis.error_reply('batch of ops that are not plain bucket acquisitions')
+        -- an op the same as the one before (the commonest batch: one request's op, many
+        -- times; Lua's strings are interned, so the test is a pointer's) is not unpacked again
+        if ARGV[i + 2] ~= ARGV[i + 1] then
+          k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
+          if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
+            return redis.error_reply('batch of ops that are not plain bucket acquisitions')
+          end
+          if k ~= rk or count ~= rcount or cap ~= rcap or dur ~= rdur or rate ~= rrate then break end
+          cap = cap * dur
         end
-        if k ~= rk or count ~= rcount or cap ~= rcap or dur ~= rdur or rate ~= rrate then break end
-        cap = cap * dur
       end
       if taken then
         -- The key must live until the bucket is full again (absent reads as full). It keeps its
