@@ -21,7 +21,7 @@ import (
 // runs pipelined calls one after the other anyway), reading and writing the state of a key once
 // for the calls of it that come together. A call that finds nothing in flight is sent
 // after its goroutine yields the processor once (runtime.Gosched), and so is each batch of the
-// queue: the goroutines ready to run meanwhile bring their calls of the key into the batch. With
+// queue: the goroutines ready to run meanwhile bring their calls of the lane into the batch. With
 // nothing else ready to run the yield returns at once, so coalescing adds no wait at low load;
 // under load it adds the run of the goroutines that were ready, and at most one round trip,
 // which it pays back by Redis doing one script call where it would do many. (grpc-go's loopy
@@ -33,7 +33,7 @@ import (
 // own, a lane rather than a key takes Redis's fixed cost of a script call (the call, its
 // arguments, reading the clock: about half of a call that takes a token) once for a batch.
 
-// batcher holds the queues of calls waiting for the call in flight on their key.
+// batcher holds the queues of calls waiting for the call in flight on their lane.
 type batcher struct {
 	mu     sync.Mutex
 	queues map[queueKey]*queue
@@ -198,7 +198,7 @@ func (s *Store) leave(qk queueKey, w *waiter, err error) {
 }
 
 // handOff sends, from another goroutine, the calls queued on qk while a call was in flight, batch
-// after batch, until none is left; then the key has nothing in flight.
+// after batch, until none is left; then the lane has nothing in flight.
 func (s *Store) handOff(c rueidis.Client, qk queueKey) {
 	s.bat.mu.Lock()
 	if len(s.bat.queues[qk].waiting) == 0 {
