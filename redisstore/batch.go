@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -268,8 +269,9 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 	}
 }
 
-// byRun orders batch by run, each run in the order of its calls, runs in the order of their
-// first call: the calls of a key keep their order, and the script reads each key once.
+// byRun orders batch by run, each run in the order of its calls, and the runs of a key next to
+// each other, keys in the order of their first call: the script reads each key once a run,
+// and a key comes once in KEYS.
 func byRun(batch []*waiter) []*waiter {
 	if len(batch) < 2 {
 		return batch
@@ -286,6 +288,7 @@ func byRun(batch []*waiter) []*waiter {
 		return batch
 	}
 	order := make(map[run]int)
+	keyOrder := make(map[string]int)
 	var runs [][]*waiter
 	for _, w := range batch {
 		r := runOf(w)
@@ -296,7 +299,11 @@ func byRun(batch []*waiter) []*waiter {
 			runs = append(runs, nil)
 		}
 		runs[i] = append(runs[i], w)
+		if _, ok := keyOrder[w.key]; !ok {
+			keyOrder[w.key] = len(keyOrder)
+		}
 	}
+	slices.SortStableFunc(runs, func(a, b []*waiter) int { return keyOrder[a[0].key] - keyOrder[b[0].key] })
 	out := make([]*waiter, 0, len(batch))
 	for _, r := range runs {
 		out = append(out, r...)
@@ -304,17 +311,20 @@ func byRun(batch []*waiter) []*waiter {
 	return out
 }
 
-// batchGroup is the script call of part, calls ordered by run: a key once in KEYS, each op its
-// own argument but for a repeated one (one request's op, many times), which repeats the one before.
+// batchGroup is the script call of part, ordered by byRun: each key once in KEYS, each op its
+// own argument but for a repeated one (one request's op, many times), which repeats the one
+// before.
 func batchGroup(part []*waiter, now string) group {
 	g := group{args: make([]string, 0, 2+len(part))}
 	g.args = append(g.args, now, "*")
 	for i, w := range part {
-		if i > 0 && w.key == part[i-1].key && *w.op == *part[i-1].op {
+		if i == 0 || w.key != part[i-1].key {
+			g.keys = append(g.keys, w.key)
+		} else if *w.op == *part[i-1].op {
 			g.args = append(g.args, g.args[len(g.args)-1])
 			continue
 		}
-		g.args = append(g.args, opArg(w.op, g.keyIndex(w.key), 0, false, hitsOf(*w.op)))
+		g.args = append(g.args, opArg(w.op, len(g.keys), 0, false, hitsOf(*w.op)))
 	}
 	return g
 }
