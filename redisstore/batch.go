@@ -19,7 +19,7 @@ import (
 // standalone mode and one slot in cluster mode, where a script's keys must share a slot, so
 // that the calls of many values share a script call there as the calls of one value do. The
 // script answers each as if they had been sent one after the other at the same instant (Redis
-// runs pipelined calls one after the other anyway), reading and writing the state of a key once
+// runs pipelined calls one after the other anyway), reading and writing the state of a key and rule once
 // for the calls of it that come together. A call that finds nothing in flight is sent
 // after its goroutine yields the processor once (runtime.Gosched), and so is each batch of the
 // queue: the goroutines ready to run meanwhile bring their calls of the lane into the batch. With
