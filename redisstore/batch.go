@@ -24,8 +24,13 @@ import (
 // after its goroutine yields the processor once (runtime.Gosched), and so is each batch of the
 // queue: the goroutines ready to run meanwhile bring their calls of the lane into the batch. With
 // nothing else ready to run the yield returns at once, so coalescing adds no wait at low load;
-// under load it adds the run of the goroutines that were ready, and at most one round trip,
-// which it pays back by Redis doing one script call where it would do many. (grpc-go's loopy
+// under load it adds the run of the goroutines that were ready, and the wait for the call in
+// flight, which it pays back by Redis doing one script call where it would do many. That wait
+// is at most Config.BatchWait (1ms): then the calls waiting go as a batch of their own, beside
+// the one in flight, so that a call takes at most a round trip and BatchWait however far Redis
+// is, where waiting for the call in flight would add up to a round trip (with Redis a few
+// milliseconds away, most of a check's timeout; with closed-loop callers, a lone call in flight
+// would hold all the others back a round trip at every turn). (grpc-go's loopy
 // writer yields the same way before it writes a small batch of frames.) On one hot value with
 // 50 calls in flight the yield took Redis's commands a check (each script call and the commands
 // it makes) from 0.73–0.89 to 0.39–0.40 (with grpc-go's client; 0.52–0.62 to 0.32–0.33 with
@@ -40,7 +45,19 @@ type batcher struct {
 	queues map[queueKey]*queue
 }
 
-type queue struct{ waiting []*waiter }
+// queue is a lane's: the calls waiting, and the batches in flight. A call that finds a batch
+// in flight waits for it to return, or for Config.BatchWait, whichever comes first: then the
+// calls waiting go as a batch of their own, beside the one in flight (a lane has several in
+// flight while its round trip is longer than BatchWait, as with a Redis across a network),
+// but for the calls of a key a batch in flight has, which wait for it as before.
+type queue struct {
+	waiting []*waiter
+	flying  int            // batches in flight, and senders about to take the queue
+	c       rueidis.Client // the client of the lane's first call, which its batches go through
+	sent    [][]*waiter    // the batches in flight
+	timer   *time.Timer    // fires at due; made with the lane's first wait
+	due     time.Time      // when the calls waiting go though a batch is in flight; zero: none waits
+}
 
 // waiter is one Eval call in a batch.
 type waiter struct {
@@ -123,21 +140,26 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		// nothing in flight: this call goes at once, then hands the calls queued meanwhile on;
 		// unless the call that was in flight when Eval looked in the cache of blocked values
 		// made an entry since, which it did before it let the queue go
-		s.bat.queues[qk] = &queue{}
+		q = &queue{flying: 1, c: c}
+		s.bat.queues[qk] = q
 		s.bat.mu.Unlock()
 		s.yield()
-		if batch := s.takeQueued(qk, w); batch != nil {
+		batch := s.takeQueued(q, w)
+		if len(batch) > 1 {
 			// the calls queued while it yielded go with it: its caller's cancellation is not
 			// theirs (the batch is bounded by Timeout all the same)
-			if batch = s.refuseQueued(batch); len(batch) > 0 {
-				s.sendBatch(context.WithoutCancel(ctx), c, batch, start)
+			if b := s.refuseQueued(batch); len(b) > 0 {
+				s.sendBatch(context.WithoutCancel(ctx), c, b, start)
 			}
 		} else if s.blk == nil || !s.answerFromCache(w, s.localNow()) {
-			s.sendBatch(ctx, c, []*waiter{w}, start)
+			s.sendBatch(ctx, c, batch, start)
 		}
-		s.handOff(c, qk)
+		s.landed(q, qk, batch)
 	} else {
 		q.waiting = append(q.waiting, w)
+		if q.due.IsZero() && s.cfg.BatchWait > 0 {
+			s.arm(q, qk)
+		}
 		s.bat.mu.Unlock()
 		timer := startTimer(s.cfg.Timeout)
 		select {
@@ -165,19 +187,60 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 	return w.err
 }
 
-// takeQueued returns a batch of w, the call in flight on qk that has not been sent yet, and the
-// calls queued behind it, which it takes out of the queue; nil when none is queued.
-func (s *Store) takeQueued(qk queueKey, w *waiter) []*waiter {
+// takeQueued returns a batch of w, the call in flight on q that has not been sent yet, and the
+// calls queued behind it that may go, which it takes out of the queue, and counts it as sent.
+func (s *Store) takeQueued(q *queue, w *waiter) []*waiter {
 	s.bat.mu.Lock()
 	defer s.bat.mu.Unlock()
-	q := s.bat.queues[qk]
-	if len(q.waiting) == 0 {
-		return nil
-	}
-	batch := make([]*waiter, 0, 1+len(q.waiting))
-	batch = append(append(batch, w), q.waiting...)
-	q.waiting = nil
+	more := q.take()
+	batch := make([]*waiter, 0, 1+len(more))
+	batch = append(append(batch, w), more...)
+	q.sent = append(q.sent, batch)
 	return batch
+}
+
+// take takes out of q and returns the calls waiting that may go (called with s.bat.mu held):
+// those whose key no batch in flight has, so that the calls of a key still wait for its call in
+// flight, which may tell they are refused (the cache of blocked values); all of them when none
+// is in flight, the usual case. The wait for the calls left ends: the next call to wait arms it
+// anew.
+func (q *queue) take() []*waiter {
+	q.due = time.Time{}
+	if len(q.sent) == 0 || len(q.waiting) == 0 {
+		b := q.waiting
+		q.waiting = nil
+		return b
+	}
+	busy := make(map[string]struct{})
+	for _, b := range q.sent {
+		for _, w := range b {
+			busy[w.key] = struct{}{}
+		}
+	}
+	var out []*waiter
+	keep := q.waiting[:0]
+	for _, w := range q.waiting {
+		if _, ok := busy[w.key]; ok {
+			keep = append(keep, w)
+		} else {
+			out = append(out, w)
+		}
+	}
+	clear(q.waiting[len(keep):])
+	q.waiting = keep
+	return out
+}
+
+// landedBatch forgets batch, a batch of q that returned (called with s.bat.mu held), known by
+// its first element. Its keys are those it was taken with, the calls refused from the cache of
+// blocked values before it was sent among them.
+func (q *queue) landedBatch(batch []*waiter) {
+	for i, b := range q.sent {
+		if &b[0] == &batch[0] {
+			q.sent = slices.Delete(q.sent, i, i+1)
+			return
+		}
+	}
 }
 
 // leave takes w out of its queue, failing it with err, unless it has been sent already.
@@ -198,36 +261,99 @@ func (s *Store) leave(qk queueKey, w *waiter, err error) {
 	}
 }
 
-// handOff sends, from another goroutine, the calls queued on qk while a call was in flight, batch
-// after batch, until none is left; then the lane has nothing in flight.
-func (s *Store) handOff(c rueidis.Client, qk queueKey) {
+// arm starts the wait of q's calls (called with s.bat.mu held, for the first call that
+// waits): at due they go, unless a batch returned and took them before.
+func (s *Store) arm(q *queue, qk queueKey) {
+	q.due = time.Now().Add(s.cfg.BatchWait)
+	if q.timer == nil {
+		q.timer = time.AfterFunc(s.cfg.BatchWait, func() { s.due(q, qk) })
+	} else {
+		q.timer.Reset(s.cfg.BatchWait)
+	}
+}
+
+// due sends q's waiting calls when their wait is over, as a flight of the lane of its own. A
+// timer that fires for a wait a flight ended (it took the calls) does nothing, and one that fires
+// early for the wait that is on (it was reset by a wait that ended) waits for the rest of it.
+func (s *Store) due(q *queue, qk queueKey) {
 	s.bat.mu.Lock()
-	if len(s.bat.queues[qk].waiting) == 0 {
-		delete(s.bat.queues, qk)
+	if s.bat.queues[qk] != q || q.due.IsZero() {
+		s.bat.mu.Unlock()
+		return
+	}
+	if len(q.waiting) == 0 || len(q.sent) == 0 {
+		// the calls that waited left, or no batch is in flight: a sender is about to take them
+		// (it yields first). The next call to wait arms the timer anew.
+		q.due = time.Time{}
+		s.bat.mu.Unlock()
+		return
+	}
+	if left := time.Until(q.due); left > 0 {
+		q.timer.Reset(left)
+		s.bat.mu.Unlock()
+		return
+	}
+	batch := q.take()
+	if len(batch) == 0 { // each waits for the call of its key in flight
+		s.bat.mu.Unlock()
+		return
+	}
+	q.sent = append(q.sent, batch)
+	q.flying++
+	s.bat.mu.Unlock()
+	s.fly(q, qk, batch)
+}
+
+// landed is what the lane's first call does once its batch returned: it lets go of the lane
+// when nothing else is in flight or waiting, or sends, from another goroutine, the calls that
+// are waiting.
+func (s *Store) landed(q *queue, qk queueKey, batch []*waiter) {
+	s.bat.mu.Lock()
+	q.landedBatch(batch)
+	if len(q.waiting) == 0 {
+		s.release(q, qk)
 		s.bat.mu.Unlock()
 		return
 	}
 	s.bat.mu.Unlock()
-	go func() {
-		for {
-			s.yield() // the calls ready to be made join this batch
-			s.bat.mu.Lock()
-			q := s.bat.queues[qk]
-			batch := q.waiting
-			q.waiting = nil
-			if len(batch) == 0 {
-				delete(s.bat.queues, qk)
-				s.bat.mu.Unlock()
-				return
-			}
-			s.bat.mu.Unlock()
-			// the call before may have told when a token is back: the calls it refuses are
-			// answered without Redis, as those arriving now are
-			if batch = s.refuseQueued(batch); len(batch) > 0 {
-				s.sendBatch(context.Background(), c, batch, s.localNow())
+	go s.fly(q, qk, nil)
+}
+
+// release ends one flight of q (called with s.bat.mu held); the last one lets go of the lane.
+func (s *Store) release(q *queue, qk queueKey) {
+	if q.flying--; q.flying == 0 {
+		delete(s.bat.queues, qk)
+		if q.timer != nil {
+			q.timer.Stop()
+		}
+	}
+}
+
+// fly is a flight of lane qk: it sends batch (taken and counted as sent), if any, then the calls
+// waiting there that may go, batch after batch, until none is left.
+func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
+	for {
+		// the call before may have told when a token is back: the calls it refuses are
+		// answered without Redis, as those arriving now are
+		if batch != nil {
+			if b := s.refuseQueued(batch); len(b) > 0 {
+				s.sendBatch(context.Background(), q.c, b, s.localNow())
 			}
 		}
-	}()
+		s.yield() // the calls ready to be made join the next batch
+		s.bat.mu.Lock()
+		if batch != nil {
+			q.landedBatch(batch)
+		}
+		batch = q.take()
+		if len(batch) == 0 {
+			s.release(q, qk)
+			s.bat.mu.Unlock()
+			return
+		}
+		q.sent = append(q.sent, batch)
+		s.bat.mu.Unlock()
+	}
 }
 
 // sendBatch sends the calls of batch (one lane) within Timeout, as script calls of up to
@@ -358,17 +484,26 @@ func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.Remot
 
 // refuseQueued answers from the cache of blocked values the calls of batch it now refuses, as
 // Eval would have had they come after the call in flight returned, and returns the others, to be
-// sent.
+// sent. It leaves batch as it is (the lane's other senders read its keys as in flight): the
+// others are a new slice when it refuses one, batch itself when it refuses none.
 func (s *Store) refuseQueued(batch []*waiter) []*waiter {
 	if s.blk == nil {
 		return batch
 	}
 	now := s.localNow()
-	keep := batch[:0]
-	for _, w := range batch {
+	var keep []*waiter
+	for i, w := range batch {
 		if !s.answerFromCache(w, now) {
-			keep = append(keep, w)
+			if keep != nil {
+				keep = append(keep, w)
+			}
+		} else if keep == nil {
+			keep = make([]*waiter, i, len(batch)-1)
+			copy(keep, batch[:i])
 		}
+	}
+	if keep == nil {
+		return batch
 	}
 	return keep
 }

@@ -106,7 +106,9 @@ func hammer(s *Store, op hotparam.RemoteOp, clients, each int, refused func(hotp
 // its sender yielded, which it answers).
 func TestBatchOverLimitOneScriptCallPerToken(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
+	// the calls wait for the one in flight however long it takes (BatchWait -1), as they do for a
+	// Redis answering within BatchWait
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BatchWait: -1})
 	const clients, each = 40, 25
 	op := hotparam.RemoteOp{RuleID: "over", Value: "hot", Count: 1, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
@@ -156,7 +158,8 @@ func TestBatchUnderLoad(t *testing.T) {
 // cancellation, which came meanwhile, is not theirs.
 func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
+	// the yield below lasts until the others are queued: they wait for it however long
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BatchWait: -1})
 	const others, allowance = 7, 5
 	op := hotparam.RemoteOp{RuleID: "yield", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
@@ -214,7 +217,8 @@ func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 // A call queued behind one that hangs gives up at its own deadline; the key is usable after.
 func TestBatchQueuedCallTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond, BreakerFailures: 100})
+	// BatchWait -1: the calls wait for the one in flight however long, here until their deadline
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond, BreakerFailures: 100, BatchWait: -1})
 	op := hotparam.RemoteOp{RuleID: "hang", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
 	if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)); err != nil {
 		t.Fatal(err)
@@ -279,7 +283,8 @@ func TestQueuedCallTimerReused(t *testing.T) {
 // queued calls are answered as calls one after the other would be.
 func TestBatchOfDifferentOps(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100, BlockedCache: -1})
+	// BatchWait -1: the queued calls wait for the paused call in flight
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100, BlockedCache: -1, BatchWait: -1})
 	op := hotparam.RemoteOp{RuleID: "mixed", Value: "v", Count: 10, Duration: time.Hour, Hits: 1}
 	ctx := context.Background()
 	srv.Pause()
@@ -306,18 +311,66 @@ func TestBatchOfDifferentOps(t *testing.T) {
 	}
 }
 
-// queueCounts is what the batcher holds: keys with a call in flight, and calls queued behind
-// them.
-type queueCounts struct{ inFlight, waiting int }
+// queueCounts is what the batcher holds: lanes with a call in flight, their flights, and calls
+// queued behind them.
+type queueCounts struct{ inFlight, flights, waiting int }
 
 func (s *Store) queued() queueCounts {
 	s.bat.mu.Lock()
 	defer s.bat.mu.Unlock()
 	q := queueCounts{inFlight: len(s.bat.queues)}
 	for _, w := range s.bat.queues {
+		q.flights += w.flying
 		q.waiting += len(w.waiting)
 	}
 	return q
+}
+
+// A call queued behind one of another key that does not return waits BatchWait, then goes as a
+// batch of its own beside it (Redis paused: the lane has two calls in flight), while a call of
+// the key in flight waits for it however long; each is answered as its own once Redis answers,
+// in three script calls, and the lane is let go.
+func TestBatchWaitEndsAtBatchWait(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 100,
+		BatchWait: 20 * ms})
+	op := hotparam.RemoteOp{RuleID: "wait", Count: 5, Duration: time.Hour, Hits: 1}
+	loadScript(t, s, op)
+	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") // a paused server answers no CLI
+	ctx := context.Background()
+	srv.Pause()
+	first := make(chan error, 1)
+	a := op
+	a.Value = "a"
+	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{a}, make([]hotparam.RemoteResult, 1)) }()
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
+	b := op
+	b.Value, b.Hits = "b", 2
+	res := make([][]hotparam.RemoteResult, 2)
+	errs := make(chan error, 2)
+	for i, o := range []hotparam.RemoteOp{a, b} { // a again, then b
+		res[i] = make([]hotparam.RemoteResult, 1)
+		go func() { errs <- s.Eval(ctx, []hotparam.RemoteOp{o}, res[i]) }()
+		waitFor(t, "the call queued", func() bool { return s.queued().waiting+s.queued().flights-1 == i+1 })
+	}
+	queued := time.Now()
+	waitFor(t, "the call of b sent beside the first", func() bool { return s.queued().flights == 2 })
+	if el := time.Since(queued); el < 10*ms {
+		t.Errorf("the queued call went after %v: want after its BatchWait of 20ms", el)
+	}
+	if q := s.queued(); q.waiting != 1 {
+		t.Errorf("queued: %+v, want the second call of a still waiting for the first", q)
+	}
+	resumeAndWait(t, srv, first, errs, 2)
+	for i, left := range []int64{3, 3} {
+		if r := res[i][0]; !r.Allowed || r.Remaining != left {
+			t.Errorf("queued call %d: %+v, want allowed with %d left", i, r, left)
+		}
+	}
+	if scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0; scripts != 3 {
+		t.Errorf("script calls: %d, want 3 (the call in flight, the call of b after its wait, then a's)", scripts)
+	}
+	waitFor(t, "nothing in flight", func() bool { return s.queued() == queueCounts{} })
 }
 
 // loadScript loads the store's script with a call of op on a value of its own, so that the
@@ -406,7 +459,8 @@ func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
 // script call for each maxBatch of them, all sent at once, each answered as its own call.
 func TestBatchOfManyValues(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 1000})
+	// BatchWait -1: the queued calls wait for the paused call in flight
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second, BreakerFailures: 1000, BatchWait: -1})
 	op := hotparam.RemoteOp{RuleID: "many", Count: 3, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
 	ctx := context.Background()

@@ -63,17 +63,20 @@ func BenchmarkEvalDistinct(b *testing.B) {
 // the yield) to a Redis at least 1 ms of round trip away (redistest.DelayProxy, 500µs each way;
 // the timers' granularity adds to it: the median round trip of a PING is reported as rtt-µs),
 // as one across a network is, at 2 and 32 goroutines: where a call queued behind the one in
-// flight on its lane waits longer than on loopback.
+// flight on its lane waits longer than on loopback, unless its BatchWait ends first (wait=-1:
+// it waits for the call in flight; the default, side by side).
 func BenchmarkEvalDistinctRemote(b *testing.B) {
 	srv := redistest.Start(b)
 	addr := redistest.DelayProxy(b, srv.Addr(), 500*time.Microsecond)
 	rtt := pingRTT(b, addr)
-	s := openStore(b, Config{Addrs: []string{addr}, Timeout: 5 * time.Second})
-	for _, par := range []int{1, 16} {
-		b.Run(fmt.Sprintf("goroutines=%d", par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
-			distinctCalls(b, s, par, fmt.Sprintf("remote-%d", par))
-			b.ReportMetric(float64(rtt.Microseconds()), "rtt-µs")
-		})
+	for _, wait := range []time.Duration{-1, DefaultBatchWait} {
+		s := openStore(b, Config{Addrs: []string{addr}, Timeout: 5 * time.Second, BatchWait: wait})
+		for _, par := range []int{1, 16} {
+			b.Run(fmt.Sprintf("wait=%v/goroutines=%d", wait, par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+				distinctCalls(b, s, par, fmt.Sprintf("remote-%v-%d", wait, par))
+				b.ReportMetric(float64(rtt.Microseconds()), "rtt-µs")
+			})
+		}
 	}
 }
 

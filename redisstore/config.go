@@ -19,6 +19,7 @@ const (
 	DefaultPrefix          = "extauthz"
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
+	DefaultBatchWait       = time.Millisecond
 )
 
 // Modes of Config.Mode.
@@ -45,6 +46,11 @@ type Config struct {
 	CAFile string
 	// Timeout is the deadline of one check, all its round trips included.
 	Timeout time.Duration
+	// BatchWait is the longest a call waits for the call in flight on its lane (the whole Redis, or
+	// one slot in cluster mode) to return and take it in its next batch: after it, the calls
+	// waiting go as a batch of their own, but for those of a value and rule in flight, which wait
+	// for its answer. Negative (say -1s): until the call in flight returns.
+	BatchWait time.Duration
 	// Prefix is the key prefix (no braces).
 	Prefix string
 	// BreakerFailures is how many consecutive failed calls suspend calls to Redis.
@@ -118,6 +124,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
+	}
+	if c.BatchWait == 0 {
+		c.BatchWait = DefaultBatchWait
 	}
 	if c.BreakerFailures == 0 {
 		c.BreakerFailures = DefaultBreakerFailures

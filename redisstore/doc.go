@@ -129,10 +129,12 @@
 // that changed (one SET, or ZADD and PEXPIREAT). Op arguments and states are fixed binary
 // layouts unpacked with struct, not parsed. A call of one bucket acquisition (the commonest:
 // one value, one rule) takes a fast path that makes no table but its reply; BenchmarkRedisCost
-// prints what Redis spends per call. Such calls are coalesced per key while one is in flight
-// (see batch.go): one script call then answers many, reading and writing the state once. Versions before this one kept buckets and throttles as
-// text under the lower-case kinds b and t: this one neither reads nor overwrites them, so during
-// a rolling upgrade old and new replicas count apart, for at most one Duration.
+// prints what Redis spends per call. Such calls are coalesced per lane (the whole Redis, or a
+// slot in cluster mode) while one is in flight (see batch.go): one script call then answers
+// many, reading and writing each state once; a call waits for another value's call in flight at
+// most Config.BatchWait. Versions before this one kept buckets and throttles as text under the
+// lower-case kinds b and t: this one neither reads nor overwrites them, so during a rolling
+// upgrade old and new replicas count apart, for at most one Duration.
 //
 // # Tests
 //

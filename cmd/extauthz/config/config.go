@@ -262,6 +262,7 @@ func Default() Config {
 				Addrs:           []string{},
 				Mode:            redisstore.ModeStandalone,
 				Timeout:         redisstore.DefaultTimeout,
+				BatchWait:       redisstore.DefaultBatchWait,
 				Prefix:          redisstore.DefaultPrefix,
 				BreakerFailures: redisstore.DefaultBreakerFailures,
 				BreakerCooldown: redisstore.DefaultBreakerCooldown,

@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		ParamNames: []string{},
 		Store: StoreConfig{Redis: RedisConfig{
 			Config: redisstore.Config{Addrs: []string{}, Mode: "standalone", Timeout: 5 * time.Millisecond,
-				Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000,
+				BatchWait: time.Millisecond, Prefix: "extauthz", BreakerFailures: 3, BreakerCooldown: time.Second, BlockedCache: 10000,
 				SampleInterval: 10 * time.Second},
 			Fallback: "local", Replicas: 1,
 		}},

@@ -127,6 +127,7 @@ func TestStoreSettingsFromEnv(t *testing.T) {
 		"EXTAUTHZ_STORE_REDIS_TLS":                "true",
 		"EXTAUTHZ_STORE_REDIS_CA_FILE":            "/etc/ca.pem",
 		"EXTAUTHZ_STORE_REDIS_TIMEOUT":            "20ms",
+		"EXTAUTHZ_STORE_REDIS_BATCH_WAIT":         "2ms",
 		"EXTAUTHZ_STORE_REDIS_FALLBACK":           "deny",
 		"EXTAUTHZ_STORE_REDIS_REPLICAS":           "4",
 		"EXTAUTHZ_STORE_REDIS_PREFIX":             "edge",
@@ -140,7 +141,7 @@ func TestStoreSettingsFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := RedisConfig{Config: redisstore.Config{Addrs: []string{"a:1", "b:2", "c:3"}, Mode: "cluster", Username: "svc", Password: "secret",
-		TLS: true, CAFile: "/etc/ca.pem", Timeout: 20 * time.Millisecond,
+		TLS: true, CAFile: "/etc/ca.pem", Timeout: 20 * time.Millisecond, BatchWait: 2 * time.Millisecond,
 		Prefix: "edge", BreakerFailures: 7, BreakerCooldown: 250 * time.Millisecond, BlockedCache: -1,
 		SampleInterval: 3 * time.Second}, Fallback: "deny", Replicas: 4, RequireNoeviction: true}
 	if !reflect.DeepEqual(cfg.Store.Redis, want) {
