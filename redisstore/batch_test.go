@@ -158,8 +158,9 @@ func TestBatchUnderLoad(t *testing.T) {
 // cancellation, which came meanwhile, is not theirs.
 func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 	srv := redistest.Start(t)
-	// the yield below lasts until the others are queued: they wait for it however long
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BatchWait: -1})
+	// the yield below lasts past the others' BatchWait: with no batch in flight, their wait's end
+	// sends nothing, and they go with this sender's batch
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BatchWait: time.Millisecond})
 	const others, allowance = 7, 5
 	op := hotparam.RemoteOp{RuleID: "yield", Value: "hot", Count: allowance, Duration: time.Hour, Hits: 1}
 	loadScript(t, s, op)
@@ -176,6 +177,7 @@ func TestBatchTakesCallsMadeWhileItYields(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); s.queued().waiting < others && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
+		time.Sleep(5 * time.Millisecond) // their BatchWait ends meanwhile
 		cancel()
 	}
 	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
