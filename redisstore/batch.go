@@ -67,6 +67,9 @@ type waiter struct {
 	err  error
 	size int // the size of the batch it was sent in
 	done chan struct{}
+	// deadline is when its caller stops waiting: Timeout after the call came, its wait in the
+	// queue included. A batch is sent with the latest deadline of its calls.
+	deadline time.Time
 }
 
 // keyBatch is the attribute of a span of a batched call: the size of its batch.
@@ -129,10 +132,10 @@ func stopTimer(t *time.Timer) {
 	timers.Put(t)
 }
 
-// evalBatched is Eval for a batchable call.
-func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
+// evalBatched is Eval for a batchable call, which its caller waits for until deadline.
+func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start, deadline time.Time) error {
 	t0 := time.Now()
-	w := &waiter{op: op, key: key, done: make(chan struct{})}
+	w := &waiter{op: op, key: key, done: make(chan struct{}), deadline: deadline}
 	qk := s.queueOf(key)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
@@ -161,16 +164,28 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 			s.arm(q, qk)
 		}
 		s.bat.mu.Unlock()
-		timer := startTimer(s.cfg.Timeout)
+		timer := startTimer(time.Until(deadline))
+		var gaveUp error
 		select {
 		case <-w.done:
 		case <-ctx.Done():
-			s.leave(qk, w, ctx.Err())
+			gaveUp = ctx.Err()
 		case <-timer.C:
-			s.leave(qk, w, fmt.Errorf("redis store: %w while queued behind the call in flight", context.DeadlineExceeded))
+			gaveUp = fmt.Errorf("redis store: %w while queued behind the call in flight", context.DeadlineExceeded)
 		}
 		stopTimer(timer)
-		<-w.done
+		if gaveUp != nil && !s.leave(qk, w, gaveUp) {
+			// sent already: the call ends here unless its batch answered meanwhile (the batch
+			// writes into w, which this goroutine no longer reads)
+			select {
+			case <-w.done:
+			default:
+				if ctx.Err() == nil {
+					gaveUp = fmt.Errorf("redis store: %w before its batch was answered", context.DeadlineExceeded)
+				}
+				return gaveUp
+			}
+		}
 	}
 	res[0] = w.res
 	if w.size == 0 && w.err == nil { // refused from the cache of blocked values: no span
@@ -243,22 +258,24 @@ func (q *queue) landedBatch(batch []*waiter) {
 	}
 }
 
-// leave takes w out of its queue, failing it with err, unless it has been sent already.
-func (s *Store) leave(qk queueKey, w *waiter, err error) {
+// leave takes w out of its queue, failing it with err, and reports whether it did: not when w
+// has been sent already.
+func (s *Store) leave(qk queueKey, w *waiter, err error) bool {
 	s.bat.mu.Lock()
 	defer s.bat.mu.Unlock()
 	q := s.bat.queues[qk]
 	if q == nil {
-		return
+		return false
 	}
 	for i, x := range q.waiting {
 		if x == w {
 			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
 			w.err = err
 			close(w.done)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // arm starts the wait of q's calls (called with s.bat.mu held, for the first call that
@@ -356,12 +373,27 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 	}
 }
 
-// sendBatch sends the calls of batch (one lane) within Timeout, as script calls of up to
-// maxBatch calls each, pipelined, and answers each. ctx is the caller's for a call sent at once,
+// sendBatch sends the calls of batch (one lane) by the latest of their deadlines, as script
+// calls of up to maxBatch calls each, pipelined, and answers each. ctx is the caller's for a call sent at once,
 // and no caller's for a queued batch.
 func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start time.Time) {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	var deadline time.Time
+	for _, w := range batch {
+		if w.deadline.After(deadline) {
+			deadline = w.deadline
+		}
+	}
+	if !time.Now().Before(deadline) {
+		// every caller has stopped waiting (or is about to): nothing is sent, and Redis, not
+		// asked, is not counted as failing
+		for _, w := range batch {
+			w.err = fmt.Errorf("redis store: %w before it was sent", context.DeadlineExceeded)
+			close(w.done)
+		}
+		return
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	batch = byRun(batch)
 	g := make([]group, 0, (len(batch)+maxBatch-1)/maxBatch)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -514,5 +515,37 @@ func resumeAndWait(t *testing.T, srv *redistest.Server, first, errs <-chan error
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Timeout is a check's deadline, its wait in the queue included: a call queued behind one of its
+// key that does not return (Redis paused) is sent when that call gives up, and then has what is
+// left of its Timeout, not a Timeout of its own. Its error says the deadline passed.
+func TestQueuedCallEndsAtItsTimeout(t *testing.T) {
+	const timeout = 300 * ms
+	srv := redistest.Start(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: timeout, BreakerFailures: 100})
+	op := hotparam.RemoteOp{RuleID: "deadline", Value: "a", Count: 5, Duration: time.Hour, Hits: 1}
+	loadScript(t, s, op)
+	ctx := context.Background()
+	srv.Pause()
+	defer srv.Resume()
+	first := make(chan error, 1)
+	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1)) }()
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
+	// the second call comes a sixth of the timeout after the first: the first gives up well
+	// before the second's own deadline, so that the second is sent, not left in the queue
+	time.Sleep(timeout / 6)
+	began := time.Now()
+	err := s.Eval(ctx, []hotparam.RemoteOp{op}, make([]hotparam.RemoteResult, 1))
+	took := time.Since(began)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued call: %v, want its deadline exceeded (Redis paused)", err)
+	}
+	if took > timeout+timeout/3 {
+		t.Errorf("queued call answered after %v: want at its Timeout %v (a wait in the queue counts)", took, timeout)
+	}
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("first call: %v, want its deadline exceeded", err)
 	}
 }

@@ -306,6 +306,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		return ErrUnavailable
 	}
 	if batchable(ops) {
+		deadline := time.Now().Add(s.cfg.Timeout) // the wait for a token's return included
 		if s.blk != nil {
 			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 {
 				s.held.Add(1)
@@ -318,7 +319,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 				}
 			}
 		}
-		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start)
+		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start, deadline)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)

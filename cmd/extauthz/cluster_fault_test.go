@@ -215,3 +215,48 @@ func TestBinaryRedisHangs(t *testing.T) {
 	resumed = true
 	checkRecovered(t, srv, p, c)
 }
+
+// The Redis timeout bounds a check, its wait behind the call in flight included: with Redis
+// stopped, a check of a value whose call is in flight is answered (by the fallback) at its own
+// timeout, not a timeout after that call gave up.
+func TestBinaryQueuedCheckEndsAtRedisTimeout(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
+`)
+	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
+store:
+  redis:
+    addrs: ["%s"]
+    timeout: %v
+    fallback: deny
+    breaker_failures: 100
+`, srv.Addr(), timeout))
+	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	if got := code(t, c, "POST:/order", "warm"); got != rlsv3.RateLimitResponse_OK { // the script loaded
+		t.Fatalf("before the fault: %v, want OK", got)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	first := make(chan rlsv3.RateLimitResponse_Code, 1)
+	go func() { first <- code(t, c, "POST:/order", "hot") }()
+	// a sixth of the timeout later, the first check is in flight to the stopped Redis (a call
+	// over loopback); it gives up well before the second's deadline, so the second is sent
+	time.Sleep(timeout / 6)
+	began := time.Now()
+	got := code(t, c, "POST:/order", "hot")
+	took := time.Since(began)
+	if got != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("queued check, Redis stopped, fallback deny: %v, want OVER_LIMIT", got)
+	}
+	if took > timeout+timeout/3 {
+		t.Errorf("queued check answered after %v: want at the Redis timeout %v, its wait behind the call in flight included", took, timeout)
+	}
+	if got := <-first; got != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("first check: %v, want OVER_LIMIT", got)
+	}
+}
