@@ -374,8 +374,8 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 }
 
 // sendBatch sends the calls of batch (one lane) by the latest of their deadlines, as script
-// calls of up to maxBatch calls each, pipelined, and answers each. ctx is the caller's for a call sent at once,
-// and no caller's for a queued batch.
+// calls of up to maxBatch calls each, pipelined, and answers each. ctx is the caller's for a
+// call sent at once, and no caller's for a queued batch.
 func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start time.Time) {
 	parent := ctx
 	var deadline time.Time

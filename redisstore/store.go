@@ -306,7 +306,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		return ErrUnavailable
 	}
 	if batchable(ops) {
-		deadline := time.Now().Add(s.cfg.Timeout) // the wait for a token's return included
+		deadline := time.Now().Add(s.cfg.Timeout) // a hold for a token's return (below) included
 		if s.blk != nil {
 			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 {
 				s.held.Add(1)
