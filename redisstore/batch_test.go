@@ -549,3 +549,86 @@ func TestQueuedCallEndsAtItsTimeout(t *testing.T) {
 		t.Errorf("first call: %v, want its deadline exceeded", err)
 	}
 }
+
+// With Redis stopped and started again at random under calls of a few values from many
+// goroutines, every call ends by its Timeout (and the scheduler's slack), no lane is left held,
+// and no call is allowed that did not take its token: a value's tokens taken in Redis are at
+// least its calls allowed, and at most those and the calls that failed (a call that gave up
+// may have been run).
+func TestBatchDeadlinesUnderPauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops and starts redis-server for seconds")
+	}
+	const (
+		timeout = 40 * ms
+		slack   = 250 * ms // scheduling on a loaded 2-core machine, the race detector included
+		values  = 4
+		callers = 16
+	)
+	srv := redistest.Start(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: timeout, BreakerFailures: 1 << 30})
+	op := hotparam.RemoteOp{RuleID: "pauses", Count: 100000, Duration: 10000 * time.Hour, Hits: 1}
+	loadScript(t, s, op)
+	var allowed, failed [values]atomic.Int64
+	var slowest atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 5))
+			res := make([]hotparam.RemoteResult, 1)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := rng.IntN(values)
+				o := op
+				o.Value = "p" + strconv.Itoa(v)
+				began := time.Now()
+				err := s.Eval(context.Background(), []hotparam.RemoteOp{o}, res)
+				if d := time.Since(began); int64(d) > slowest.Load() {
+					slowest.Store(int64(d))
+				}
+				switch {
+				case err != nil:
+					failed[v].Add(1)
+				case res[0].Allowed:
+					allowed[v].Add(1)
+				default:
+					t.Errorf("value %d refused with %d tokens: %+v", v, op.Count, res[0])
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(11, 13))
+	for range 12 {
+		srv.Pause()
+		time.Sleep(time.Duration(rng.Int64N(int64(3 * timeout))))
+		srv.Resume()
+		time.Sleep(time.Duration(rng.Int64N(int64(timeout))))
+	}
+	close(stop)
+	wg.Wait()
+	if d := time.Duration(slowest.Load()); d > timeout+slack {
+		t.Errorf("slowest call took %v: want within its Timeout %v (+%v)", d, timeout, slack)
+	}
+	waitFor(t, "every lane let go", func() bool { return s.queued() == queueCounts{} })
+	for v := range values {
+		p := op
+		p.Value, p.Probe = "p"+strconv.Itoa(v), true
+		r := eval(t, s, p)[0]
+		taken := op.Count - r.Remaining
+		a, f := allowed[v].Load(), failed[v].Load()
+		if taken < a || taken > a+f {
+			t.Errorf("value %d: %d tokens taken in Redis, %d calls allowed and %d failed: want between %d and %d",
+				v, taken, a, f, a, a+f)
+		}
+		if a == 0 || f == 0 {
+			t.Errorf("value %d: %d allowed, %d failed: want both (Redis up and stopped in turn)", v, a, f)
+		}
+	}
+}
