@@ -64,7 +64,9 @@ type RemoteResult struct {
 type Remote interface {
 	// Eval checks ops atomically, all or nothing: unless every op that is not Shadow is
 	// allowed, nothing is consumed. res has len(ops) elements and is filled in. An error means
-	// the store could not answer (the caller applies its fallback); nothing was consumed.
+	// the store could not answer in time (the caller applies its fallback): nothing was
+	// consumed, unless the call reached the store and ran there after its deadline, which is
+	// not given back. Eval does not keep ops or res once it returns.
 	Eval(ctx context.Context, ops []RemoteOp, res []RemoteResult) error
 }
 

@@ -61,15 +61,16 @@ type queue struct {
 
 // waiter is one Eval call in a batch.
 type waiter struct {
-	op   *hotparam.RemoteOp
-	key  string // its state's key
+	op   *hotparam.RemoteOp // own, in a call: its batch may read it after the caller gave up
+	key  string             // its state's key
 	res  hotparam.RemoteResult
 	err  error
 	size int // the size of the batch it was sent in
 	done chan struct{}
 	// deadline is when its caller stops waiting: Timeout after the call came, its wait in the
-	// queue included. A batch is sent with the latest deadline of its calls.
+	// queue included. A batch none of whose calls is still waited for is not sent.
 	deadline time.Time
+	own      hotparam.RemoteOp // what op points to in a call: a copy of the caller's
 }
 
 // keyBatch is the attribute of a span of a batched call: the size of its batch.
@@ -135,7 +136,8 @@ func stopTimer(t *time.Timer) {
 // evalBatched is Eval for a batchable call, which its caller waits for until deadline.
 func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start, deadline time.Time) error {
 	t0 := time.Now()
-	w := &waiter{op: op, key: key, done: make(chan struct{}), deadline: deadline}
+	w := &waiter{key: key, done: make(chan struct{}), deadline: deadline, own: *op}
+	w.op = &w.own
 	qk := s.queueOf(key)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
@@ -152,10 +154,10 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 			// the calls queued while it yielded go with it: its caller's cancellation is not
 			// theirs (the batch is bounded by Timeout all the same)
 			if b := s.refuseQueued(batch); len(b) > 0 {
-				s.sendBatch(context.WithoutCancel(ctx), c, b, start)
+				s.sendBatch(context.WithoutCancel(ctx), c, b, start, deadline)
 			}
 		} else if s.blk == nil || !s.answerFromCache(w, s.localNow()) {
-			s.sendBatch(ctx, c, batch, start)
+			s.sendBatch(ctx, c, batch, start, deadline)
 		}
 		s.landed(q, qk, batch)
 	} else {
@@ -354,7 +356,7 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 		// answered without Redis, as those arriving now are
 		if batch != nil {
 			if b := s.refuseQueued(batch); len(b) > 0 {
-				s.sendBatch(context.Background(), q.c, b, s.localNow())
+				s.sendBatch(context.Background(), q.c, b, s.localNow(), time.Time{})
 			}
 		}
 		s.yield() // the calls ready to be made join the next batch
@@ -373,18 +375,15 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 	}
 }
 
-// sendBatch sends the calls of batch (one lane) by the latest of their deadlines, as script
+// sendBatch sends the calls of batch (one lane) by deadline, or within Timeout when it is zero
+// (a queued batch: its round trip has the Timeout a call has, so that the breaker counts
+// Redis's time alone; a call in it whose own deadline comes first gives up then), as script
 // calls of up to maxBatch calls each, pipelined, and answers each. ctx is the caller's for a
 // call sent at once, and no caller's for a queued batch.
-func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start time.Time) {
+func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start, deadline time.Time) {
 	parent := ctx
-	var deadline time.Time
-	for _, w := range batch {
-		if w.deadline.After(deadline) {
-			deadline = w.deadline
-		}
-	}
-	if !time.Now().Before(deadline) {
+	now := time.Now()
+	if !slices.ContainsFunc(batch, func(w *waiter) bool { return now.Before(w.deadline) }) {
 		// every caller has stopped waiting (or is about to): nothing is sent, and Redis, not
 		// asked, is not counted as failing
 		for _, w := range batch {
@@ -392,6 +391,9 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 			close(w.done)
 		}
 		return
+	}
+	if deadline.IsZero() {
+		deadline = now.Add(s.cfg.Timeout)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -630,5 +631,69 @@ func TestBatchDeadlinesUnderPauses(t *testing.T) {
 		if a == 0 || f == 0 {
 			t.Errorf("value %d: %d allowed, %d failed: want both (Redis up and stopped in turn)", v, a, f)
 		}
+	}
+}
+
+// A queued batch's round trip has the Timeout of a call, whatever its calls have left of
+// theirs: with Redis slow but answering (100ms of round trip, a Timeout of 150ms), a call that
+// waited most of its deadline for the call in flight gives up at it, but its batch is answered
+// and not counted as Redis failing (the breaker's count of consecutive failures stays 0).
+func TestQueuedBatchHasTheTimeoutOfACall(t *testing.T) {
+	const timeout = 150 * ms
+	srv := redistest.Start(t)
+	addr := redistest.DelayProxy(t, srv.Addr(), 50*ms)
+	op := hotparam.RemoteOp{RuleID: "slow", Count: 5, Duration: time.Hour, Hits: 1}
+	// the script loaded at once, not a round trip away
+	loadScript(t, openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second}), op)
+	s := openStore(t, Config{Addrs: []string{addr}, Timeout: timeout, BreakerFailures: 1000, BatchWait: -1})
+	ctx := context.Background()
+	// warm: the client's connections are made on first use, each of its pipelines one, taken at
+	// random by a call (pings take the first), and the first call on one takes two round trips,
+	// past the Timeout. Calls of two ops, which are not batched, go at once: rounds of them
+	// until a round is answered in time.
+	waitFor(t, "a round of calls at once answered within the Timeout", func() bool {
+		var failed atomic.Bool
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				x, y := op, op
+				x.Value, y.Value, y.RuleID = "warm"+strconv.Itoa(i), "warm"+strconv.Itoa(i), "slow2"
+				err := s.Eval(ctx, []hotparam.RemoteOp{x, y}, make([]hotparam.RemoteResult, 2))
+				if i%4 == 0 {
+					err = cmp.Or(err, s.Ping(ctx))
+				}
+				if err != nil {
+					if failed.CompareAndSwap(false, true) {
+						t.Logf("warm: %v", err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return !failed.Load()
+	})
+	first := make(chan error, 1)
+	a := op
+	a.Value = "a"
+	go func() { first <- s.Eval(ctx, []hotparam.RemoteOp{a}, make([]hotparam.RemoteResult, 1)) }()
+	waitFor(t, "the first call in flight", func() bool { return s.queued().inFlight == 1 })
+	time.Sleep(10 * ms) // then b: sent when a returns, with about 60ms of its deadline left
+	b := op
+	b.Value = "b"
+	err := s.Eval(ctx, []hotparam.RemoteOp{b}, make([]hotparam.RemoteResult, 1))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued call: %v, want its deadline exceeded (its batch sent with less than a round trip of it left)", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first call: %v", err)
+	}
+	waitFor(t, "the queued call's batch answered", func() bool { return s.queued() == queueCounts{} })
+	if n := s.br.fails.Load(); n != 0 {
+		t.Errorf("%d consecutive failures counted: a batch sent with what its calls had left of their deadline was counted as Redis failing", n)
+	}
+	if r := eval(t, s, b)[0]; !r.Allowed || r.Remaining != 3 {
+		t.Errorf("b after: %+v, want allowed with 3 left (the batch given up on took a token)", r)
 	}
 }

@@ -153,6 +153,10 @@ func clientOption(c Config) (rueidis.ClientOption, error) {
 		DisableRetry:      true,
 		Dialer:            net.Dialer{Timeout: max(c.Timeout, time.Second)},
 		ConnWriteTimeout:  max(20*c.Timeout, time.Second),
+		// a lone call too: sent synchronously, a call that timed out would close its connection,
+		// and the next call there, connecting first, take two round trips (a Redis farther than
+		// half the timeout away would then time out on it for good)
+		AlwaysPipelining: true,
 	}
 	if c.TLS {
 		host, _, _ := net.SplitHostPort(c.Addrs[0])

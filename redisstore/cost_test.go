@@ -120,7 +120,7 @@ func BenchmarkRedisCostBatch(b *testing.B) {
 			}
 			send := func(i int) {
 				ws := batch(i)
-				s.sendBatch(context.Background(), c, ws, s.localNow())
+				s.sendBatch(context.Background(), c, ws, s.localNow(), time.Time{})
 				for _, w := range ws {
 					if w.err != nil || !w.res.Allowed {
 						b.Fatalf("batch %d: %+v, %v", i, w.res, w.err)

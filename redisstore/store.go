@@ -308,7 +308,9 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	if batchable(ops) {
 		deadline := time.Now().Add(s.cfg.Timeout) // a hold for a token's return (below) included
 		if s.blk != nil {
-			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 {
+			// a hold that would leave the call less than half its deadline is not made: the
+			// call goes now (Redis may refuse it a moment early)
+			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 && d < time.Until(deadline)/2 {
 				s.held.Add(1)
 				if err := sleep(ctx, d); err != nil {
 					return err

@@ -260,3 +260,57 @@ store:
 		t.Errorf("first check: %v, want OVER_LIMIT", got)
 	}
 }
+
+// A Redis farther away than half the timeout, asked one check at a time, that once did not
+// answer in time (stopped for a moment): every check after it is answered by Redis again, none
+// by the fallback. A call that timed out on a connection used one call at a time closed it;
+// the next call there, connecting first, took two round trips, timed out and closed it again,
+// so that the checks sent on that connection fell back for good.
+func TestBinaryDistantRedisRecoversFromATimeout(t *testing.T) {
+	const (
+		timeout = 150 * time.Millisecond
+		oneWay  = 50 * time.Millisecond // 100ms of round trip
+	)
+	srv := redistest.Start(t)
+	addr := redistest.DelayProxy(t, srv.Addr(), oneWay)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
+`)
+	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
+store:
+  redis:
+    addrs: ["%s"]
+    timeout: %v
+    fallback: deny
+    breaker_failures: 1000
+`, addr, timeout))
+	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	eventually(t, "a check answered by Redis", func() bool {
+		return code(t, c, "POST:/order", "warm") == rlsv3.RateLimitResponse_OK
+	})
+	// the client's connections, made on first use (each of its pipelines a connection, taken
+	// at random by a call: the first call on one takes two round trips, and falls back)
+	for i := range 20 {
+		code(t, c, "POST:/order", fmt.Sprintf("warm-%d", i))
+	}
+	for i := range 8 { // Redis stopped for a moment under a few checks, one at a time
+		srv.Pause()
+		code(t, c, "POST:/order", fmt.Sprintf("hiccup-%d", i))
+		srv.Resume()
+	}
+	refused := 0
+	for i := range 30 {
+		began := time.Now()
+		if code(t, c, "POST:/order", fmt.Sprintf("item-%d", i)) != rlsv3.RateLimitResponse_OK {
+			refused++
+			t.Logf("check %d refused after %v", i, time.Since(began))
+		}
+	}
+	if refused != 0 {
+		t.Errorf("%d of 30 checks after the timeouts refused by the fallback: want each answered by Redis, %v away, within the timeout %v",
+			refused, 2*oneWay, timeout)
+	}
+}
