@@ -222,21 +222,7 @@ func TestBinaryRedisHangs(t *testing.T) {
 func TestBinaryQueuedCheckEndsAtRedisTimeout(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	srv := redistest.Start(t)
-	dir := t.TempDir()
-	rules := writeFile(t, dir, "rules.yaml", `
-param_flow:
-  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
-`)
-	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
-store:
-  redis:
-    addrs: ["%s"]
-    timeout: %v
-    fallback: deny
-    breaker_failures: 100
-`, srv.Addr(), timeout))
-	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	c := denyingService(t, srv.Addr(), timeout)
 	if got := code(t, c, "POST:/order", "warm"); got != rlsv3.RateLimitResponse_OK { // the script loaded
 		t.Fatalf("before the fault: %v, want OK", got)
 	}
@@ -272,22 +258,7 @@ func TestBinaryDistantRedisRecoversFromATimeout(t *testing.T) {
 		oneWay  = 50 * time.Millisecond // 100ms of round trip
 	)
 	srv := redistest.Start(t)
-	addr := redistest.DelayProxy(t, srv.Addr(), oneWay)
-	dir := t.TempDir()
-	rules := writeFile(t, dir, "rules.yaml", `
-param_flow:
-  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
-`)
-	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
-store:
-  redis:
-    addrs: ["%s"]
-    timeout: %v
-    fallback: deny
-    breaker_failures: 1000
-`, addr, timeout))
-	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	c := denyingService(t, redistest.DelayProxy(t, srv.Addr(), oneWay), timeout)
 	eventually(t, "a check answered by Redis", func() bool {
 		return code(t, c, "POST:/order", "warm") == rlsv3.RateLimitResponse_OK
 	})
@@ -313,4 +284,26 @@ store:
 		t.Errorf("%d of 30 checks after the timeouts refused by the fallback: want each answered by Redis, %v away, within the timeout %v",
 			refused, 2*oneWay, timeout)
 	}
+}
+
+// denyingService starts one extauthz on the Redis at addr with the Redis timeout given, fallback
+// deny and a breaker that does not open in a test, and a cluster rule on POST:/order (1000 a
+// second, never reached): a check refused is one the fallback answered.
+func denyingService(t *testing.T, addr string, timeout time.Duration) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
+`)
+	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
+store:
+  redis:
+    addrs: ["%s"]
+    timeout: %v
+    fallback: deny
+    breaker_failures: 1000
+`, addr, timeout))
+	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	return rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 }
