@@ -383,14 +383,23 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start, deadline time.Time) {
 	parent := ctx
 	now := time.Now()
-	if !slices.ContainsFunc(batch, func(w *waiter) bool { return now.Before(w.deadline) }) {
-		// every caller has stopped waiting (or is about to): nothing is sent, and Redis, not
-		// asked, is not counted as failing
+	if slices.ContainsFunc(batch, func(w *waiter) bool { return !now.Before(w.deadline) }) {
+		// the calls whose callers have stopped waiting (or are about to) are not sent, so that
+		// none takes a token its caller will not have; none left, Redis, not asked, is not
+		// counted as failing. (batch itself stays as it was taken: its flight knows it by it.)
+		live := make([]*waiter, 0, len(batch))
 		for _, w := range batch {
+			if now.Before(w.deadline) {
+				live = append(live, w)
+				continue
+			}
 			w.err = fmt.Errorf("redis store: %w before it was sent", context.DeadlineExceeded)
 			close(w.done)
 		}
-		return
+		if len(live) == 0 {
+			return
+		}
+		batch = live
 	}
 	if deadline.IsZero() {
 		deadline = now.Add(s.cfg.Timeout)

@@ -697,3 +697,43 @@ func TestQueuedBatchHasTheTimeoutOfACall(t *testing.T) {
 		t.Errorf("b after: %+v, want allowed with 3 left (the batch given up on took a token)", r)
 	}
 }
+
+// A batch sends only the calls whose callers still wait: one whose deadline has passed is
+// answered with that, and takes no token; none left, nothing is sent.
+func TestBatchLeavesOutCallsPastTheirDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BlockedCache: -1})
+	c := s.client.Load().c
+	op := hotparam.RemoteOp{RuleID: "late", Count: 5, Duration: time.Hour, Hits: 1}
+	loadScript(t, s, op)
+	call := func(value string, deadline time.Time) *waiter {
+		o := op
+		o.Value = value
+		w := &waiter{key: s.keys([]hotparam.RemoteOp{o})[0], done: make(chan struct{}), deadline: deadline, own: o}
+		w.op = &w.own
+		return w
+	}
+	scripts := func() int { return srv.CommandCalls("evalsha") + srv.CommandCalls("eval") }
+	before := scripts()
+	late, live := call("gone", time.Now().Add(-time.Millisecond)), call("kept", time.Now().Add(time.Minute))
+	s.sendBatch(context.Background(), c, []*waiter{late, live}, s.localNow(), time.Time{})
+	if !errors.Is(late.err, context.DeadlineExceeded) {
+		t.Errorf("call past its deadline: %v, want its deadline exceeded", late.err)
+	}
+	if live.err != nil || !live.res.Allowed || live.res.Remaining != 4 {
+		t.Errorf("call still waited for: %+v, %v; want allowed with 4 left", live.res, live.err)
+	}
+	if n := scripts() - before; n != 1 {
+		t.Errorf("%d script calls, want 1 (the call waited for alone)", n)
+	}
+	probe := op
+	probe.Value, probe.Probe = "gone", true
+	if r := eval(t, s, probe)[0]; r.Remaining != 5 {
+		t.Errorf("the value of the call past its deadline: %d tokens left, want 5 (none taken)", r.Remaining)
+	}
+	before = scripts()
+	s.sendBatch(context.Background(), c, []*waiter{call("gone", time.Now().Add(-time.Millisecond))}, s.localNow(), time.Time{})
+	if n := scripts() - before; n != 0 {
+		t.Errorf("%d script calls for a batch of calls all past their deadlines, want none", n)
+	}
+}

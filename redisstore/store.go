@@ -306,11 +306,8 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 		return ErrUnavailable
 	}
 	if batchable(ops) {
-		deadline := time.Now().Add(s.cfg.Timeout) // a hold for a token's return (below) included
 		if s.blk != nil {
-			// a hold that would leave the call less than half its deadline is not made: the
-			// call goes now (Redis may refuse it a moment early)
-			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 && d < time.Until(deadline)/2 {
+			if d := s.blk.hold(keys[0], &ops[0], start); d > 0 {
 				s.held.Add(1)
 				if err := sleep(ctx, d); err != nil {
 					return err
@@ -321,7 +318,8 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 				}
 			}
 		}
-		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start, deadline)
+		// the deadline counts from here, a hold for a token's return (at most maxHold) before it
+		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start, time.Now().Add(s.cfg.Timeout))
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
