@@ -44,7 +44,8 @@ type Config struct {
 	// CAFile is a PEM file of the certificate authorities that sign the server's certificate
 	// (a private CA); "" means the system's. It requires TLS.
 	CAFile string
-	// Timeout is the deadline of one check, all its round trips included.
+	// Timeout is the deadline of one check, all its round trips included: give it two round
+	// trips to Redis (a check of a value whose call is in flight waits for that call first).
 	Timeout time.Duration
 	// BatchWait is the longest a call waits for the call in flight on its lane (the whole Redis, or
 	// one slot in cluster mode) to return and take it in its next batch: after it, the calls
