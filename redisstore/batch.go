@@ -61,8 +61,8 @@ type queue struct {
 
 // waiter is one Eval call in a batch.
 type waiter struct {
-	op   *hotparam.RemoteOp // own, in a call: its batch may read it after the caller gave up
-	key  string             // its state's key
+	op   hotparam.RemoteOp // a copy of the caller's: its batch may read it after the caller gave up
+	key  string            // its state's key
 	res  hotparam.RemoteResult
 	err  error
 	size int // the size of the batch it was sent in
@@ -70,7 +70,6 @@ type waiter struct {
 	// deadline is when its caller stops waiting: Timeout after the call came, its wait in the
 	// queue included. A batch none of whose calls is still waited for is not sent.
 	deadline time.Time
-	own      hotparam.RemoteOp // what op points to in a call: a copy of the caller's
 }
 
 // keyBatch is the attribute of a span of a batched call: the size of its batch.
@@ -133,11 +132,11 @@ func stopTimer(t *time.Timer) {
 	timers.Put(t)
 }
 
-// evalBatched is Eval for a batchable call, which its caller waits for until deadline.
-func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start, deadline time.Time) error {
+// evalBatched is Eval for a batchable call, which its caller waits for a Timeout from now.
+func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.RemoteOp, key string, res []hotparam.RemoteResult, start time.Time) error {
 	t0 := time.Now()
-	w := &waiter{key: key, done: make(chan struct{}), deadline: deadline, own: *op}
-	w.op = &w.own
+	deadline := t0.Add(s.cfg.Timeout)
+	w := &waiter{op: *op, key: key, done: make(chan struct{}), deadline: deadline}
 	qk := s.queueOf(key)
 	s.bat.mu.Lock()
 	q := s.bat.queues[qk]
@@ -383,23 +382,18 @@ func (s *Store) fly(q *queue, qk queueKey, batch []*waiter) {
 func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter, start, deadline time.Time) {
 	parent := ctx
 	now := time.Now()
-	if slices.ContainsFunc(batch, func(w *waiter) bool { return !now.Before(w.deadline) }) {
-		// the calls whose callers have stopped waiting (or are about to) are not sent, so that
-		// none takes a token its caller will not have; none left, Redis, not asked, is not
-		// counted as failing. (batch itself stays as it was taken: its flight knows it by it.)
-		live := make([]*waiter, 0, len(batch))
-		for _, w := range batch {
-			if now.Before(w.deadline) {
-				live = append(live, w)
-				continue
-			}
-			w.err = fmt.Errorf("redis store: %w before it was sent", context.DeadlineExceeded)
-			close(w.done)
+	// the calls whose callers have stopped waiting (or are about to) are not sent, so that none
+	// takes a token its caller will not have; none left, Redis, not asked, is not counted as
+	// failing
+	if batch = unanswered(batch, func(w *waiter) bool {
+		if now.Before(w.deadline) {
+			return false
 		}
-		if len(live) == 0 {
-			return
-		}
-		batch = live
+		w.err = fmt.Errorf("redis store: %w before it was sent", context.DeadlineExceeded)
+		close(w.done)
+		return true
+	}); len(batch) == 0 {
+		return
 	}
 	if deadline.IsZero() {
 		deadline = now.Add(s.cfg.Timeout)
@@ -429,7 +423,7 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 			var next time.Duration
 			w.res, next = batchResult(o[6*(i%maxBatch):])
 			if s.blk != nil {
-				s.keepRefusal(w.key, w.op, &w.res, next, start, end)
+				s.keepRefusal(w.key, &w.op, &w.res, next, start, end)
 			}
 		} else {
 			w.err = cmp.Or(err, error(errBadReply))
@@ -489,11 +483,11 @@ func batchGroup(part []*waiter, now string) group {
 	for i, w := range part {
 		if i == 0 || w.key != part[i-1].key {
 			g.keys = append(g.keys, w.key)
-		} else if *w.op == *part[i-1].op {
+		} else if w.op == part[i-1].op {
 			g.args = append(g.args, g.args[len(g.args)-1])
 			continue
 		}
-		g.args = append(g.args, opArg(w.op, len(g.keys), 0, false, hitsOf(*w.op)))
+		g.args = append(g.args, opArg(&w.op, len(g.keys), 0, false, hitsOf(w.op)))
 	}
 	return g
 }
@@ -527,16 +521,23 @@ func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.Remot
 
 // refuseQueued answers from the cache of blocked values the calls of batch it now refuses, as
 // Eval would have had they come after the call in flight returned, and returns the others, to be
-// sent. It leaves batch as it is (the lane's other senders read its keys as in flight): the
-// others are a new slice when it refuses one, batch itself when it refuses none.
+// sent (unanswered: batch itself stays as it is).
 func (s *Store) refuseQueued(batch []*waiter) []*waiter {
 	if s.blk == nil {
 		return batch
 	}
 	now := s.localNow()
+	return unanswered(batch, func(w *waiter) bool { return s.answerFromCache(w, now) })
+}
+
+// unanswered returns the calls of batch that answer does not answer (it reports whether it
+// did). It leaves batch as it is (a lane's senders read the keys of a batch in flight, and a
+// flight knows its batch by its first element): the calls left are a new slice when answer
+// answers one, batch itself when it answers none.
+func unanswered(batch []*waiter, answer func(*waiter) bool) []*waiter {
 	var keep []*waiter
 	for i, w := range batch {
-		if !s.answerFromCache(w, now) {
+		if !answer(w) {
 			if keep != nil {
 				keep = append(keep, w)
 			}
@@ -554,10 +555,10 @@ func (s *Store) refuseQueued(batch []*waiter) []*waiter {
 // answerFromCache answers w at now from the cache of blocked values, when an entry refuses it,
 // and reports whether it did.
 func (s *Store) answerFromCache(w *waiter, now time.Time) bool {
-	if !cacheable(w.op) {
+	if !cacheable(&w.op) {
 		return false
 	}
-	r, ok := s.blk.lookup(w.key, w.op, now)
+	r, ok := s.blk.lookup(w.key, &w.op, now)
 	if !ok {
 		return false
 	}

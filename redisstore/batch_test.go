@@ -409,7 +409,7 @@ func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
 			op.Value = "batched-v" + strconv.Itoa(rng.IntN(3))
 			op.Hits = 1 + rng.Int64N(3)
 			op.Shadow = rng.IntN(6) == 0
-			batch[i] = &waiter{op: &op, key: key(DefaultPrefix, &op)}
+			batch[i] = &waiter{op: op, key: key(DefaultPrefix, &op)}
 		}
 		ordered := byRun(batch)
 		if len(ordered) != n {
@@ -419,7 +419,7 @@ func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
 		want := make([]hotparam.RemoteResult, n)
 		wantNext := make([]time.Duration, n)
 		for i, w := range ordered {
-			o := *w.op
+			o := w.op
 			o.Value = "single-" + o.Value // the same calls on values of their own
 			want[i] = eval(t, s, o)[0]
 			p := o
@@ -591,8 +591,10 @@ func TestBatchDeadlinesUnderPauses(t *testing.T) {
 				o.Value = "p" + strconv.Itoa(v)
 				began := time.Now()
 				err := s.Eval(context.Background(), []hotparam.RemoteOp{o}, res)
-				if d := time.Since(began); int64(d) > slowest.Load() {
-					slowest.Store(int64(d))
+				for d := int64(time.Since(began)); ; {
+					if old := slowest.Load(); d <= old || slowest.CompareAndSwap(old, d) {
+						break
+					}
 				}
 				switch {
 				case err != nil:
@@ -709,9 +711,7 @@ func TestBatchLeavesOutCallsPastTheirDeadline(t *testing.T) {
 	call := func(value string, deadline time.Time) *waiter {
 		o := op
 		o.Value = value
-		w := &waiter{key: s.keys([]hotparam.RemoteOp{o})[0], done: make(chan struct{}), deadline: deadline, own: o}
-		w.op = &w.own
-		return w
+		return &waiter{op: o, key: s.keys([]hotparam.RemoteOp{o})[0], done: make(chan struct{}), deadline: deadline}
 	}
 	scripts := func() int { return srv.CommandCalls("evalsha") + srv.CommandCalls("eval") }
 	before := scripts()

@@ -114,7 +114,7 @@ func BenchmarkRedisCostBatch(b *testing.B) {
 				ws := make([]*waiter, n)
 				for j := range ws {
 					op := hotparam.RemoteOp{RuleID: "batch", Value: "v" + strconv.Itoa((i*n+j)%values), Count: 1e9, Duration: time.Second, Hits: 1}
-					ws[j] = &waiter{op: &op, key: s.keys([]hotparam.RemoteOp{op})[0], done: make(chan struct{}), deadline: time.Now().Add(time.Minute)}
+					ws[j] = &waiter{op: op, key: s.keys([]hotparam.RemoteOp{op})[0], done: make(chan struct{}), deadline: time.Now().Add(time.Minute)}
 				}
 				return ws
 			}

@@ -318,8 +318,8 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 				}
 			}
 		}
-		// the deadline counts from here, a hold for a token's return (at most maxHold) before it
-		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start, time.Now().Add(s.cfg.Timeout))
+		// its deadline counts from here, a hold for a token's return (at most maxHold) before it
+		return s.evalBatched(ctx, b.c, &ops[0], keys[0], res, start)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)

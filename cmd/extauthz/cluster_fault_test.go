@@ -23,11 +23,21 @@ const (
 	faultTolerance = 250 * time.Millisecond
 )
 
-// faultService starts redis and one extauthz with a cluster rule on POST:/order (1000 a
-// second, never reached) and one on POST:/few (2 an hour), with the fallback policy given.
+// faultService starts redis and one extauthz on it (clusterService) with the fallback policy
+// given, a Redis timeout of faultRedisTimeout and a breaker that opens after 3 failures.
 func faultService(t *testing.T, fallback string) (*redistest.Server, *proc, rlsv3.RateLimitServiceClient) {
 	t.Helper()
 	srv := redistest.Start(t)
+	p, c := clusterService(t, srv.Addr(), faultRedisTimeout, fallback, 3)
+	return srv, p, c
+}
+
+// clusterService starts one extauthz on the Redis at addr, with a cluster rule on POST:/order
+// (1000 a second, never reached) and one on POST:/few (2 an hour), the Redis timeout and
+// fallback policy given, and a breaker that opens after breakerFailures failures and probes
+// every 100ms.
+func clusterService(t *testing.T, addr string, timeout time.Duration, fallback string, breakerFailures int) (*proc, rlsv3.RateLimitServiceClient) {
+	t.Helper()
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", `
 param_flow:
@@ -40,11 +50,11 @@ store:
     addrs: ["%s"]
     timeout: %v
     fallback: %s
-    breaker_failures: 3
+    breaker_failures: %d
     breaker_cooldown: 100ms
-`, srv.Addr(), faultRedisTimeout, fallback))
+`, addr, timeout, fallback, breakerFailures))
 	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	return srv, p, rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	return p, rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 }
 
 // loadStats are the answers of a load run.
@@ -222,7 +232,7 @@ func TestBinaryRedisHangs(t *testing.T) {
 func TestBinaryQueuedCheckEndsAtRedisTimeout(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	srv := redistest.Start(t)
-	c := denyingService(t, srv.Addr(), timeout)
+	_, c := clusterService(t, srv.Addr(), timeout, "deny", 1000)                     // a check refused is the fallback's
 	if got := code(t, c, "POST:/order", "warm"); got != rlsv3.RateLimitResponse_OK { // the script loaded
 		t.Fatalf("before the fault: %v, want OK", got)
 	}
@@ -258,7 +268,7 @@ func TestBinaryDistantRedisRecoversFromATimeout(t *testing.T) {
 		oneWay  = 50 * time.Millisecond // 100ms of round trip
 	)
 	srv := redistest.Start(t)
-	c := denyingService(t, redistest.DelayProxy(t, srv.Addr(), oneWay), timeout)
+	_, c := clusterService(t, redistest.DelayProxy(t, srv.Addr(), oneWay), timeout, "deny", 1000) // a check refused is the fallback's
 	eventually(t, "a check answered by Redis", func() bool {
 		return code(t, c, "POST:/order", "warm") == rlsv3.RateLimitResponse_OK
 	})
@@ -284,26 +294,4 @@ func TestBinaryDistantRedisRecoversFromATimeout(t *testing.T) {
 		t.Errorf("%d of 30 checks after the timeouts refused by the fallback: want each answered by Redis, %v away, within the timeout %v",
 			refused, 2*oneWay, timeout)
 	}
-}
-
-// denyingService starts one extauthz on the Redis at addr with the Redis timeout given, fallback
-// deny and a breaker that does not open in a test, and a cluster rule on POST:/order (1000 a
-// second, never reached): a check refused is one the fallback answered.
-func denyingService(t *testing.T, addr string, timeout time.Duration) rlsv3.RateLimitServiceClient {
-	t.Helper()
-	dir := t.TempDir()
-	rules := writeFile(t, dir, "rules.yaml", `
-param_flow:
-  - {resource: "POST:/order", param: item_id, grade: qps, count: 1000, duration: 1s, cluster: true}
-`)
-	cfg := writeFile(t, dir, "extauthz.yaml", fmt.Sprintf(`
-store:
-  redis:
-    addrs: ["%s"]
-    timeout: %v
-    fallback: deny
-    breaker_failures: 1000
-`, addr, timeout))
-	p := start(t, "--config", cfg, "--rules", rules, "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
-	return rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
 }
