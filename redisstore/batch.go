@@ -65,7 +65,8 @@ type waiter struct {
 	key  string            // its state's key
 	res  hotparam.RemoteResult
 	err  error
-	size int // the size of the batch it was sent in
+	size int   // the size of the batch it was sent in
+	book int64 // the tokens its call books ahead if it takes the last of its bucket (bookFor)
 	done chan struct{}
 	// deadline is when its caller stops waiting: Timeout after the call came, its wait in the
 	// queue included. A batch none of whose calls is still waited for is not sent.
@@ -400,6 +401,20 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if s.blk != nil && s.blk.bookings.Load() > 0 {
+		// a booking of a value the batch goes to Redis for gives what is left back first; an
+		// error of the wait for one is the batch's own deadline, which its call meets too
+		keys := make([]string, len(batch))
+		for i, w := range batch {
+			keys[i] = w.key
+		}
+		_ = s.settleBookings(ctx, keys)
+	}
+	if s.cfg.BookAhead > 0 {
+		for _, w := range batch {
+			w.book = s.bookFor(&w.op, w.key)
+		}
+	}
 	batch = byRun(batch)
 	g := make([]group, 0, (len(batch)+maxBatch-1)/maxBatch)
 	for i := 0; i < len(batch); i += maxBatch {
@@ -421,9 +436,10 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 		w.size = len(batch)
 		if o := g[i/maxBatch].out; o != nil {
 			var next time.Duration
-			w.res, next = batchResult(o[6*(i%maxBatch):])
+			var bk bookAnswer
+			w.res, next, bk = batchResult(o[6*(i%maxBatch):])
 			if s.blk != nil {
-				s.keepRefusal(w.key, &w.op, &w.res, next, start, end)
+				s.keepRefusal(w.key, &w.op, &w.res, next, bk, start, end)
 			}
 		} else {
 			w.err = cmp.Or(err, error(errBadReply))
@@ -483,25 +499,35 @@ func batchGroup(part []*waiter, now string) group {
 	for i, w := range part {
 		if i == 0 || w.key != part[i-1].key {
 			g.keys = append(g.keys, w.key)
-		} else if w.op == part[i-1].op {
+		} else if w.op == part[i-1].op && w.book == part[i-1].book {
 			g.args = append(g.args, g.args[len(g.args)-1])
 			continue
 		}
-		g.args = append(g.args, opArg(&w.op, len(g.keys), 0, false, hitsOf(w.op)))
+		g.args = append(g.args, withBook(opArg(&w.op, len(g.keys), 0, false, hitsOf(w.op)), w.book))
 	}
 	return g
 }
 
 // batchResult decodes the answer to a call of a batch, o's first 6 numbers, and, for a call
-// that passed and left less than a token, the time until one is there (else 0).
-func batchResult(o []int64) (r hotparam.RemoteResult, next time.Duration) {
+// that passed and left less than a token, the time until one is there (else 0) and what it
+// booked ahead (a bucket's wait number, and its remaining, which is then the units the bucket
+// lacked of a token; none else).
+func batchResult(o []int64) (r hotparam.RemoteResult, next time.Duration, bk bookAnswer) {
 	r = hotparam.RemoteResult{Allowed: o[1] == 1, Remaining: o[2], ResetAfter: time.Duration(o[3]),
-		RetryAfter: time.Duration(o[4]), Wait: time.Duration(o[5])}
+		RetryAfter: time.Duration(o[4])}
 	if r.Allowed {
 		next, r.RetryAfter = r.RetryAfter, 0
+		if o[5] > 0 {
+			bk = bookAnswer{n: o[5], gap: o[2]}
+			r.Remaining = 0
+		}
 	}
-	return r, next
+	return r, next, bk
 }
+
+// bookAnswer is what a call of a batch booked ahead: n tokens, when its bucket lacked gap units
+// of a token.
+type bookAnswer struct{ n, gap int64 }
 
 // keepRefusal keeps in the cache of blocked values what Redis's answer r to op, a call of a
 // batch that started at start and was answered at end, says of the next call of one hit. The
@@ -510,10 +536,15 @@ func batchResult(o []int64) (r hotparam.RemoteResult, next time.Duration) {
 //   - a refused call of one hit: no token is left until its retry after;
 //   - a call that passed and left less than a token (next > 0): none is left until next. It
 //     does not cover a shadow call nor a probe, which take nothing, nor a postpaid rule's.
-func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, next time.Duration, start, end time.Time) {
+//   - a call that booked tokens ahead: they are given out as they come due, then
+//     none is left until the token after them.
+func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, next time.Duration, bk bookAnswer, start, end time.Time) {
 	switch {
 	case !r.Allowed && cacheable(op):
 		s.blk.add(key, op, r, start, end)
+	case r.Allowed && bk.n > 0:
+		s.booked.Add(uint64(bk.n))
+		s.blk.book(key, op, bk.gap, bk.n, start, end, func(b *booking) { s.endBooking(key, b) })
 	case r.Allowed && next > 0 && !op.Shadow && !op.Probe && !op.Postpaid:
 		s.blk.add(key, op, &hotparam.RemoteResult{RetryAfter: next, ResetAfter: r.ResetAfter}, start, end)
 	}
@@ -563,7 +594,7 @@ func (s *Store) answerFromCache(w *waiter, now time.Time) bool {
 		return false
 	}
 	w.res = r
-	s.cacheHits.Add(1)
+	s.countCached(&r)
 	close(w.done)
 	return true
 }

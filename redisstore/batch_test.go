@@ -64,7 +64,7 @@ func TestBatchMatchesCallsOneByOne(t *testing.T) {
 			t.Fatalf("round %d: %d numbers for %d ops", round, len(g[0].out), n)
 		}
 		for i := range ops {
-			got, next := batchResult(g[0].out[6*i:])
+			got, next, _ := batchResult(g[0].out[6*i:])
 			if got != want[i] || next != wantNext[i] {
 				t.Fatalf("round %d op %d (hits %d): batched %+v next token in %v, one by one %+v next in %v",
 					round, i, ops[i].Hits, got, next, want[i], wantNext[i])
@@ -450,7 +450,7 @@ func TestBatchOfManyKeysMatchesCallsOneByOne(t *testing.T) {
 			t.Fatalf("round %d: %d numbers for %d ops", round, len(g[0].out), n)
 		}
 		for i, w := range ordered {
-			got, next := batchResult(g[0].out[6*i:])
+			got, next, _ := batchResult(g[0].out[6*i:])
 			if got != want[i] || next != wantNext[i] {
 				t.Fatalf("round %d op %d (%s count %d hits %d): batched %+v next token in %v, one by one %+v next in %v",
 					round, i, w.op.RuleID, w.op.Count, w.op.Hits, got, next, want[i], wantNext[i])

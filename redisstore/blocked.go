@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/hotparam"
@@ -32,11 +33,18 @@ import (
 // on this replica's clock plus the retry-after Redis computed; Redis computed it later than the
 // call's start, so the entry never outlives Redis's own instant on a clock that runs at Redis's
 // rate. The rule's numbers are part of an entry: a reload that changes them ignores it.
+//
+// An entry may also hold a booking (Config.BookAhead, book.go): the tokens its call booked
+// ahead, which lookup gives out as they come due. An entry with a booking not settled (tokens
+// left to give, or going back) is never dropped to make room: the cache holds more entries than
+// its size while such bookings run.
 type blocked struct {
 	mu    sync.Mutex
 	max   int
 	m     map[string]blockEntry
 	swept time.Time // last sweep of ended entries
+	// bookings counts the bookings not settled, so that calls skip looking for them when none
+	bookings atomic.Int64
 }
 
 type blockEntry struct {
@@ -49,7 +57,12 @@ type blockEntry struct {
 	burst    int64
 	duration time.Duration
 	behavior hotparam.Behavior
+	refused  bool     // it refused a call: the value is hot here (see bookFor)
+	bk       *booking // nil, or the tokens its call booked ahead
 }
+
+// unsettled reports whether bk still has tokens to give, or is going back.
+func unsettled(bk *booking) bool { return bk != nil && !bk.settled }
 
 // of reports whether e was made for op's rule numbers (a reload that changes them ignores it).
 func (e *blockEntry) of(op *hotparam.RemoteOp) bool {
@@ -74,12 +87,13 @@ func cacheable(op *hotparam.RemoteOp) bool {
 	return kindOf(op).cacheable(op)
 }
 
-// lookup returns Redis's answer to op (whose state is at key) at now, when an entry refuses it.
+// lookup returns Redis's answer to op (whose state is at key) at now, when an entry refuses it,
+// or the answer of its booking (book.go), which may give op a token it booked.
 func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotparam.RemoteResult, bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	e, ok := b.m[key]
-	b.mu.Unlock()
-	if !ok || !now.Before(e.until) || !e.of(op) {
+	if !ok || !e.of(op) {
 		return hotparam.RemoteResult{}, false
 	}
 	// a caller that read its clock before the entry's call started (and was held up since)
@@ -87,11 +101,40 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	if now.Before(e.at) {
 		now = e.at
 	}
+	if bk := e.bk; unsettled(bk) {
+		if !bk.open() || !now.Before(bk.end) {
+			return hotparam.RemoteResult{}, false // the call settles it first (settleBookings)
+		}
+		r, gave := bk.answer(op, now)
+		if gave && bk.used == bk.n {
+			b.settle(bk)
+		}
+		if !r.Allowed && !e.refused {
+			e.refused = true
+			b.m[key] = e
+		}
+		return r, true
+	}
+	if !now.Before(e.until) {
+		return hotparam.RemoteResult{}, false
+	}
 	r := hotparam.RemoteResult{RetryAfter: e.until.Sub(now), ResetAfter: max(e.full.Sub(now), 0)}
 	if !kindOf(op).cached(op, &e, &r) {
 		return hotparam.RemoteResult{}, false
 	}
+	if !e.refused {
+		e.refused = true
+		b.m[key] = e
+	}
 	return r, true
+}
+
+// hot reports whether the entry at key, made for op's rule numbers, refused a call.
+func (b *blocked) hot(key string, op *hotparam.RemoteOp) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.m[key]
+	return ok && e.refused && e.of(op)
 }
 
 // hold returns how long op (state at key) should wait at now before it goes to Redis: the time
@@ -99,12 +142,13 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 // the entry's end between the start and the answer of the call that made it; an entry ends at
 // the earliest of those instants, so until the latest, a call may reach Redis before the token
 // is back there and be refused, making an entry that ends early again, and so on. A call that
-// waits goes when the token is back: one call per token.
+// waits goes when the token is back: one call per token. A booking not settled has its own
+// instants (the call settles it first).
 func (b *blocked) hold(key string, op *hotparam.RemoteOp, now time.Time) time.Duration {
 	b.mu.Lock()
 	e, ok := b.m[key]
 	b.mu.Unlock()
-	if !ok || now.Before(e.until) || !now.Before(e.sure) || !e.of(op) {
+	if !ok || unsettled(e.bk) || now.Before(e.until) || !now.Before(e.sure) || !e.of(op) {
 		return 0
 	}
 	return e.sure.Sub(now)
@@ -124,46 +168,149 @@ func maxWaitOf(op *hotparam.RemoteOp) time.Duration {
 const maxHold = 2 * time.Millisecond
 
 // add keeps Redis's refusal r of op (state at key), for a call that started at start and was
-// answered at end.
+// answered at end (see put).
 func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResult, start, end time.Time) {
 	if r.RetryAfter <= 0 {
 		return
 	}
-	until := start.Add(r.RetryAfter)
-	e := blockEntry{at: start, until: until, sure: until.Add(min(max(end.Sub(start), 0), maxHold)), full: start.Add(r.ResetAfter),
-		maxWait: maxWaitOf(op), count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.m[key]; !ok && len(b.m) >= b.max {
-		b.makeRoom(start)
+	b.put(key, b.entry(op, start, start.Add(r.RetryAfter), end, start.Add(r.ResetAfter)), start)
+}
+
+// entry returns the entry of a refusal of op until until, for a call that started at start and
+// was answered at end, its bucket full at full.
+func (b *blocked) entry(op *hotparam.RemoteOp, start, until, end, full time.Time) blockEntry {
+	return blockEntry{at: start, until: until, sure: until.Add(min(max(end.Sub(start), 0), maxHold)), full: full,
+		maxWait: maxWaitOf(op), count: op.Count, burst: op.Burst, duration: op.Duration, behavior: op.Behavior}
+}
+
+// put stores e at key (called with mu held), unless the entry there has a booking not settled
+// and e has none: that entry knows more (the refusals of the calls its booking's batch refused
+// after it, say, end where its first booked token is due).
+func (b *blocked) put(key string, e blockEntry, now time.Time) {
+	old, ok := b.m[key]
+	if ok && e.bk == nil && unsettled(old.bk) {
+		return
+	}
+	if !ok && len(b.m) >= b.max {
+		b.makeRoom(now)
 	}
 	b.m[key] = e
 }
 
-// makeRoom drops the ended entries (at most once a second), then, if still full, any entry.
-// Requires mu held.
+// book keeps the call of op (state at key) that took a token at start, answered at end, and
+// booked n tokens ahead when its bucket lacked gap units of a token: until all are given the
+// entry gives them as they come due (counted from the answer, on the local clock no earlier
+// than on Redis's), then refuses until the token after them (counted from start, as a
+// refusal). onEnd runs when the booking ends.
+func (b *blocked) book(key string, op *hotparam.RemoteOp, gap, n int64, start, end time.Time, onEnd func(*booking)) {
+	bk := newBooking(op, n, gap, end)
+	e := b.entry(op, start, start.Add(bk.dueAfter(n)), end, start.Add(bk.resetAfter(end, n)))
+	e.bk = bk
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bookings.Add(1)
+	bk.timer = time.AfterFunc(bk.end.Sub(end), func() { onEnd(bk) })
+	b.put(key, e, start)
+}
+
+// claim takes the booking not settled of the entry at key, for its caller to give back what is
+// left of it (giveBack), or returns the channel of a give-back under way, to wait for; neither
+// when there is none.
+func (b *blocked) claim(key string) (bk *booking, wait <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.m[key]
+	if !ok || !unsettled(e.bk) {
+		return nil, nil
+	}
+	if e.bk.back != nil {
+		return nil, e.bk.back
+	}
+	e.bk.back = make(chan struct{})
+	return e.bk, nil
+}
+
+// claimIf claims bk for its caller to give back what is left of it, when it is open and ended at
+// now, and reports whether it did. A timer that fired before the end on the local clock is set
+// again for the rest.
+func (b *blocked) claimIf(bk *booking, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !bk.open() {
+		return false
+	}
+	if now.Before(bk.end) {
+		bk.timer.Reset(max(bk.end.Sub(now), time.Millisecond))
+		return false
+	}
+	bk.back = make(chan struct{})
+	return true
+}
+
+// givenBack settles bk, claimed and given back (or lost), and forgets the entry at key: its
+// refusal may count on tokens that are back.
+func (b *blocked) givenBack(key string, bk *booking) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.m[key]; ok && (e.bk == bk || !unsettled(e.bk)) {
+		delete(b.m, key)
+	}
+	b.settle(bk)
+	close(bk.back)
+}
+
+// settle marks bk settled: every token given, or what was left given back (called with mu held).
+func (b *blocked) settle(bk *booking) {
+	bk.settled = true
+	bk.timer.Stop()
+	b.bookings.Add(-1)
+}
+
+// makeRoom drops the ended entries (at most once a second), then, if still full, any entry; never
+// one whose booking is not settled. Requires mu held.
 func (b *blocked) makeRoom(now time.Time) {
 	if now.Sub(b.swept) >= time.Second || now.Before(b.swept) {
 		b.swept = now
 		for k, e := range b.m {
-			if !now.Before(e.sure) {
+			if !now.Before(e.sure) && !unsettled(e.bk) {
 				delete(b.m, k)
 			}
 		}
 	}
-	for k := range b.m {
+	for k, e := range b.m {
 		if len(b.m) < b.max {
 			break
 		}
-		delete(b.m, k)
+		if !unsettled(e.bk) {
+			delete(b.m, k)
+		}
 	}
 }
 
-// drop forgets key (a refund gave tokens back).
+// drop forgets key (a refund gave tokens back), but for an entry whose booking is not settled:
+// the call settles it (settleBookings), which forgets the entry.
 func (b *blocked) drop(key string) {
 	b.mu.Lock()
-	delete(b.m, key)
+	if e, ok := b.m[key]; !ok || !unsettled(e.bk) {
+		delete(b.m, key)
+	}
 	b.mu.Unlock()
+}
+
+// stop stops the timers of the bookings not settled (the Store closes).
+func (b *blocked) stop() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.m {
+		if unsettled(e.bk) {
+			e.bk.timer.Stop()
+		}
+	}
 }
 
 // len returns the number of entries (0 for a nil cache).

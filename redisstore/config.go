@@ -61,6 +61,13 @@ type Config struct {
 	// BlockedCache is how many values a replica remembers as refused by Redis until they may pass, refusing
 	// them again without a call (never admits); negative: off.
 	BlockedCache int
+	// BookAhead is how far ahead a replica books the tokens of a value over its limit whose calls
+	// it refuses: the call that takes the last token takes those of that span too, and the
+	// replica gives them out itself as they come due, one script call for up to 64 tokens where
+	// there would be one a token. It needs the cache of blocked values. It changes which replica
+	// gets a token, never how many are given nor when (see "Booking ahead" in
+	// [Cluster mode](cluster-mode.md)). At most 1s; 0: off.
+	BookAhead time.Duration
 	// SampleInterval is how often `INFO` is read from every Redis node to count evictions and
 	// restarts (`extauthz_redis_evicted_keys_total`, `extauthz_redis_restarts_total`).
 	SampleInterval time.Duration
@@ -113,8 +120,18 @@ func (c Config) Validate() error {
 	if c.SampleInterval < 0 {
 		return &ConfigError{"sample_interval", fmt.Errorf("%v is negative", c.SampleInterval)}
 	}
+	if c.BookAhead < 0 || c.BookAhead > MaxBookAhead {
+		return &ConfigError{"book_ahead", fmt.Errorf("%v is not between 0 and %v", c.BookAhead, MaxBookAhead)}
+	}
+	if c.BookAhead > 0 && c.BlockedCache < 0 {
+		return &ConfigError{"book_ahead", errors.New("requires the cache of blocked values (blocked_cache)")}
+	}
 	return nil
 }
+
+// MaxBookAhead is the longest Config.BookAhead: a booking refuses the value on the other
+// replicas while it runs.
+const MaxBookAhead = time.Second
 
 func (c Config) withDefaults() Config {
 	if c.Mode == "" {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,12 +15,31 @@ import (
 // so t0 is far in the future: no key expires in real time while a test runs.
 var t0 = time.Date(2099, 3, 4, 5, 6, 7, 0, time.UTC)
 
-type fakeClock struct{ now time.Time }
+// fakeClock is a test's clock. Its get may be called from other goroutines (a booking's timer)
+// while the test sets it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
 
-func (c *fakeClock) set(d time.Duration) { c.now = t0.Add(d) }
+func (c *fakeClock) set(d time.Duration) {
+	c.mu.Lock()
+	c.now = t0.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) get() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
 
 // setReal sets the clock to the real time, for tests of the keys' expiry in Redis.
-func (c *fakeClock) setReal() { c.now = time.Now() }
+func (c *fakeClock) setReal() {
+	c.mu.Lock()
+	c.now = time.Now()
+	c.mu.Unlock()
+}
 
 // newTestStore starts a redis-server and a Store on it whose clock is the returned fake.
 func newTestStore(t *testing.T) (*Store, *redistest.Server, *fakeClock) {

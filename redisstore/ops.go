@@ -27,7 +27,7 @@ const (
 var ErrOutOfRange = errors.New("out of the store's exact range")
 
 // opNumbers is the number of doubles that start an op's script argument.
-const opNumbers = 15
+const opNumbers = 16
 
 // CheckOp reports whether the store can evaluate op exactly. The store computes in whole
 // microseconds (the resolution of the Redis clock): Duration and Lease are truncated to
@@ -92,7 +92,8 @@ func hitsOf(op hotparam.RemoteOp) int64 {
 // above what could ever pass are cut to capacity+1: the answer is the same and the numbers stay
 // small. An undo gives back hits (0: nothing to give back). A probe (never with a release or an
 // undo) is decided as the acquisition and consumes nothing. A turn given back (Unhold) carries
-// the turn in the max wait and lease numbers.
+// the turn in the max wait and lease numbers. The last number, the tokens to book ahead, is 0
+// (withBook sets it).
 func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	lease := op.Lease
 	if lease <= 0 {
@@ -113,11 +114,22 @@ func opArg(op *hotparam.RemoteOp, k, lk int, undo bool, hits int64) string {
 	b := make([]byte, 0, 8*opNumbers+len(a.id))
 	for _, v := range [opNumbers]int64{
 		int64(k), a.kind, op.Count, op.Count + op.Burst, d, rate, a.wait, a.lease, a.hits,
-		flag(release), flag(refund), flag(op.Shadow), flag(undo), a.lk, flag(probe),
+		flag(release), flag(refund), flag(op.Shadow), flag(undo), a.lk, flag(probe), 0,
 	} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 	}
 	return string(append(b, a.id...))
+}
+
+// withBook returns arg, an op's script argument, asking the script to book n tokens ahead
+// when the op is the last of its run in a batch and takes a token (see Config.BookAhead).
+func withBook(arg string, n int64) string {
+	if n <= 0 {
+		return arg
+	}
+	b := []byte(arg)
+	binary.LittleEndian.PutUint64(b[8*(opNumbers-1):], math.Float64bits(float64(n)))
+	return string(b)
 }
 
 // opArgs are the numbers of an op's script argument that its kind sets (kindMethods.arg): the

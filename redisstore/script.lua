@@ -7,12 +7,13 @@
 -- ARGV[1]  now in microseconds since the Unix epoch, or "" to read redis TIME (once)
 -- ARGV[2]  nonce: unique per call, names the anonymous concurrency leases this call adds; "*"
 --          makes the call a batch of independent bucket acquisitions (fast path), of any of KEYS
--- ARGV[3..] one op each: 15 little-endian doubles, then the lease id (concurrency; may be empty):
+-- ARGV[3..] one op each: 16 little-endian doubles, then the lease id (concurrency; may be empty):
 --   key index (1-based into KEYS), kind (1 bucket, 2 throttle, 3 concurrency, 4 a postpaid
 --   bucket's charge, 5 a throttle turn given back), count,
 --   capacity (count+burst), duration (us), rate, max wait (ns), lease (us), hits,
 --   release, refund, shadow, undo (1 or 0; undo: give back what this nonce's call took),
---   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0).
+--   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0), book (tokens to
+--   book ahead in a batch, see the fast path; 0 elsewhere).
 --   rate/duration is count per duration in lowest terms (both divided by their gcd).
 --
 -- A refund (a release of a Refund rule's bucket or throttle) gives back at most what the
@@ -38,7 +39,8 @@
 -- and for a throttle op that took a turn the schedule's end after it (microseconds, fraction;
 -- else 0, 0)}. The fast path answers 6 numbers per op, ok and the first five, packed as one
 -- string of little-endian doubles (no table to build and convert); in a batch, an acquisition
--- that passes and leaves less than one token has for retry after the time until one is there.
+-- that passes and leaves less than one token has for retry after the time until one is there,
+-- and for wait the tokens booked after it (see the fast path).
 --
 -- All numbers are integers kept below 2^53 (the Go side checks the bounds), so the double
 -- arithmetic of Lua is exact. Each state stores its scale; a state read with another scale (the
@@ -100,8 +102,8 @@ end
 -- differ; each run reads its key once and writes it at most once, before the next run reads.
 local batch = nonce == '*'
 if n == 1 or batch then
-  local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe =
-    sunpack('<ddddddddddddddd', ARGV[3])
+  local k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe, book =
+    sunpack('<dddddddddddddddd', ARGV[3])
   if kind == 1 and rel == 0 and lk == 0 and count > 0 then
     local out, one = nil, nil
     if n > 1 then out = {} end -- a batch of one answers as a call of one op
@@ -120,7 +122,7 @@ if n == 1 or batch then
           if el < cdiv(cap - sx, rate) then x = sx + el * rate end
         end
       end
-      local taken = false
+      local taken, last, lbook, lretry = false, 0, 0, 0
       while true do
         local need = hits * dur
         local allowed, retry = 1, 0
@@ -131,7 +133,10 @@ if n == 1 or batch then
             x, taken = x - need, true
             -- in a batch, an acquisition that leaves less than a token tells when the next one
             -- is there, in its retry after (the caller keeps it as a refusal of one hit)
-            if batch and x < dur then retry = ns(dur - x, rate) end
+            if batch and x < dur then
+              retry = ns(dur - x, rate)
+              if shadow == 0 then last, lbook, lretry = i, book, retry end
+            end
           end
         else
           allowed, retry = 0, ns(need - x, rate)
@@ -145,12 +150,26 @@ if n == 1 or batch then
         -- an op the same as the one before (the commonest batch: one request's op, many
         -- times; Lua's strings are interned, so the test is a pointer's) is not unpacked again
         if ARGV[i + 2] ~= ARGV[i + 1] then
-          k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe = sunpack('<ddddddddddddddd', ARGV[i + 2])
+          k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe, book = sunpack('<dddddddddddddddd', ARGV[i + 2])
           if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
             return redis.error_reply('batch of ops that are not plain bucket acquisitions')
           end
           if k ~= rk or count ~= rcount or cap ~= rcap or dur ~= rdur or rate ~= rrate then break end
           cap = cap * dur
+        end
+      end
+      -- Booking: a call of the run took a token and left less than one (those after it were
+      -- refused), and asks for book
+      -- more: they are taken now, into debt (at most a bucket), and are its caller's to give
+      -- out as they come due (one every dur/rate). Its answer says how many in wait, and in
+      -- remaining (0 without them) what the bucket lacked of a token (units), from which the
+      -- caller computes when each is due; its other numbers are as without them.
+      if last > 0 and lbook > 0 then
+        local b = min(lbook, floor((x + rcap * rdur) / rdur))
+        if b > 0 then
+          one = pack('<dddddd', 1, 1, rdur - x, ns(rcap * rdur - x, rrate), lretry, b)
+          x = x - b * rdur
+          if out then out[last] = one end
         end
       end
       if taken then
@@ -181,7 +200,7 @@ local has_throttle, has_concurrency, has_refund, has_unhold = false, false, fals
 for i = 1, n do
   local a = ARGV[i + 2]
   local k, kind, count, cap, dur, rate, maxwait, lease, hits, rel, refund, shadow, undo, lk, probe =
-    sunpack('<ddddddddddddddd', a)
+    sunpack('<dddddddddddddddd', a)
   local charge, unhold = kind == 4, kind == 5
   if charge then kind, rel = 1, 1 elseif unhold then kind, rel = 2, 1 end
   ops[i] = {k = k, kind = kind, count = count, cap = cap, dur = dur, rate = rate, maxwait = maxwait,

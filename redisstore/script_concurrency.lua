@@ -11,7 +11,7 @@
 
 if has_concurrency then
   -- the lease id of a concurrency op, after its numbers
-  local function id(op) return string.sub(op.a, 121) end
+  local function id(op) return string.sub(op.a, 129) end -- after the 16 numbers
 
   -- Concurrency: card counts the leases after this call, stored those in the set now (releases
   -- are removed at once, acquisitions added at the end).

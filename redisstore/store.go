@@ -81,6 +81,10 @@ type Stats struct {
 	// token was sure to be back in Redis before they went (see the package's "Refusals without
 	// Redis").
 	Held uint64
+	// Booked counts the tokens booked ahead (Config.BookAhead); BookGiven the Eval calls given
+	// one of them without Redis; BookBack the tokens given back to their buckets, unused;
+	// BookLost those that could not be (Redis unreachable or failing).
+	Booked, BookGiven, BookBack, BookLost uint64
 	// Fallbacks counts the decisions callers left to their fallback (NoteFallback).
 	Fallbacks uint64
 	// EvictedKeys counts the keys the Redis masters evicted (maxmemory) since the first sample
@@ -116,6 +120,8 @@ type Store struct {
 	bat       batcher
 	cacheHits atomic.Uint64
 	held      atomic.Uint64
+	// tokens booked ahead (Config.BookAhead), given out of bookings, given back, lost
+	booked, bookGiven, bookBack, bookLost atomic.Uint64
 
 	out                                   outage
 	smu                                   sync.Mutex // guards samples
@@ -167,6 +173,7 @@ func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed.Store(true)
+	s.blk.stop()
 	if b := s.client.Swap(nil); b != nil {
 		b.c.Close()
 	}
@@ -191,6 +198,10 @@ func (s *Store) Stats() Stats {
 		LastError:     lastErr,
 		CacheHits:     s.cacheHits.Load(),
 		Held:          s.held.Load(),
+		Booked:        s.booked.Load(),
+		BookGiven:     s.bookGiven.Load(),
+		BookBack:      s.bookBack.Load(),
+		BookLost:      s.bookLost.Load(),
 		Fallbacks:     s.out.fallbacks.Load(),
 		EvictedKeys:   s.evicted.Load(),
 		Restarts:      s.restarts.Load(),
@@ -324,6 +335,9 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if err := s.settleBookings(ctx, keys); err != nil {
+		return err
+	}
 
 	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(len(ops)))
 	t := time.Now()
@@ -363,8 +377,18 @@ func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotpa
 		return false
 	}
 	answer(ops, res, r)
-	s.cacheHits.Add(1)
+	s.countCached(&r)
 	return true
+}
+
+// countCached counts r, an answer of the cache of blocked values: a token of a booking given,
+// or a refusal.
+func (s *Store) countCached(r *hotparam.RemoteResult) {
+	if r.Allowed {
+		s.bookGiven.Add(1)
+	} else {
+		s.cacheHits.Add(1)
+	}
 }
 
 // remember keeps the refusals of a call that Redis answered, those that are about the stored

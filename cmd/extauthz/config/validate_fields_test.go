@@ -173,3 +173,34 @@ func TestSnakeCase(t *testing.T) {
 		}
 	}
 }
+
+// store.redis.book_ahead is read from the environment and bounded: 0 to 1s, and only with the
+// cache of blocked values, which holds the bookings.
+func TestBookAhead(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want time.Duration
+		bad  string
+	}{
+		{env: map[string]string{"EXTAUTHZ_STORE_REDIS_BOOK_AHEAD": "100ms"}, want: 100 * time.Millisecond},
+		{env: map[string]string{"EXTAUTHZ_STORE_REDIS_BOOK_AHEAD": "1s"}, want: time.Second},
+		{env: map[string]string{"EXTAUTHZ_STORE_REDIS_BOOK_AHEAD": "1001ms"}, bad: "not between 0 and 1s"},
+		{env: map[string]string{"EXTAUTHZ_STORE_REDIS_BOOK_AHEAD": "-1ms"}, bad: "not between 0 and 1s"},
+		{env: map[string]string{"EXTAUTHZ_STORE_REDIS_BOOK_AHEAD": "10ms", "EXTAUTHZ_STORE_REDIS_BLOCKED_CACHE": "-1"}, bad: "requires the cache of blocked values"},
+	} {
+		c.env["EXTAUTHZ_STORE_REDIS_ADDRS"] = "a:1"
+		cfg, err := Parse(Source{Getenv: env(c.env)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%v: Validate: %v", c.env, err)
+		case c.bad == "" && cfg.Store.Redis.BookAhead != c.want:
+			t.Errorf("%v: book ahead %v, want %v", c.env, cfg.Store.Redis.BookAhead, c.want)
+		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), "store.redis.book_ahead") || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%v: Validate: %v, want an error naming store.redis.book_ahead: %s", c.env, err, c.bad)
+		}
+	}
+}

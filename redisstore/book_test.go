@@ -1,0 +1,216 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/hotparam"
+	"github.com/extauthz/extauthz/internal/testkit/redistest"
+)
+
+// bookingStores returns a store that books ahead (BookAhead ahead) and one that keeps no cache,
+// under another prefix (a bucket of its own for every value), on one Redis and the returned
+// clock: the second is the bucket as it is without booking.
+func bookingStores(t *testing.T, ahead time.Duration) (booked, ref *Store, srv *redistest.Server, clk *fakeClock) {
+	t.Helper()
+	srv = redistest.Start(t)
+	clk = &fakeClock{now: t0}
+	booked = openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BookAhead: ahead})
+	ref = openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: time.Second, BlockedCache: -1, Prefix: "ref"})
+	booked.clock = clk.get
+	ref.clock = booked.clock
+	return booked, ref, srv, clk
+}
+
+// On one replica, booking ahead changes no answer: random calls of a few values at random
+// instants, many at once, through a store that books ahead get the answers, exactly (allowed,
+// remaining, retry after, reset after), that the bucket without booking gives the same calls.
+// Among them calls that end a booking, calls of two hits, probes and calls of two rules at once,
+// which give the tokens left back first, and rules whose tokens come at instants that are not
+// whole nanoseconds.
+func TestBookingAnswersAsTheBucket(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 300*ms)
+	rng := rand.New(rand.NewPCG(7, 11))
+	rules := []hotparam.RemoteOp{
+		{RuleID: "ten", Count: 10, Burst: 2, Duration: time.Second},
+		{RuleID: "thirds", Count: 3, Burst: 1, Duration: time.Second},
+		{RuleID: "odd", Count: 7, Burst: 3, Duration: 700 * ms},
+	}
+	at, admitted := time.Duration(0), 0
+	for step := range 3000 {
+		if rng.IntN(3) == 0 { // else another call at the same instant
+			at += time.Duration(rng.Int64N(int64(40 * ms)))
+			if rng.IntN(50) == 0 {
+				at += time.Second // the value quiet for a while: its booking ends
+			}
+		}
+		clk.set(at)
+		op := rules[rng.IntN(len(rules))]
+		op.Value = "v" + strconv.Itoa(rng.IntN(2))
+		op.Hits = 1
+		ops := []hotparam.RemoteOp{op}
+		switch rng.IntN(40) {
+		case 0:
+			ops[0].Hits = 2
+		case 1:
+			ops[0].Probe = true
+		case 2:
+			other := rules[(rng.IntN(2)+1+indexOf(rules, op.RuleID))%len(rules)]
+			other.Value, other.Hits = op.Value, 1
+			ops = append(ops, other)
+		}
+		got := eval(t, booked, ops...)
+		want := eval(t, ref, ops...)
+		for i := range ops {
+			if got[i] != want[i] {
+				t.Fatalf("step %d (t0+%v, %d ops, op %d %+v): booking ahead %+v, the bucket %+v (stats %+v)",
+					step, at, len(ops), i, ops[i], got[i], want[i], booked.Stats())
+			}
+		}
+		if got[0].Allowed {
+			admitted++
+		}
+	}
+	st := booked.Stats()
+	if st.Booked == 0 || st.BookGiven == 0 || st.BookBack == 0 || st.BookLost != 0 {
+		t.Errorf("stats %+v: want tokens booked, given out of bookings, some given back, none lost", st)
+	}
+	if st.Calls >= ref.Stats().Calls {
+		t.Errorf("calls to Redis: %d booking ahead, %d without: want fewer", st.Calls, ref.Stats().Calls)
+	}
+	t.Logf("%d admitted; %d tokens booked, %d given out of bookings, %d given back; %d calls to Redis against %d",
+		admitted, st.Booked, st.BookGiven, st.BookBack, st.Calls, ref.Stats().Calls)
+}
+
+func indexOf(rules []hotparam.RemoteOp, id string) int {
+	for i := range rules {
+		if rules[i].RuleID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// A booking that ends with tokens left, without a call of its value after it, gives them back on
+// its own: the bucket then holds what it would have held without the booking.
+func TestBookingEndsOnItsOwn(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 200*ms)
+	op := hotparam.RemoteOp{RuleID: "r", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	// the bucket (10) emptied at t0, a refusal (the value hot here), then the call that takes the
+	// token at 100ms books the two of the next 200ms
+	for range 10 {
+		eval(t, booked, op)
+		eval(t, ref, op)
+	}
+	clk.set(50 * ms)
+	eval(t, booked, op)
+	eval(t, ref, op)
+	clk.set(100 * ms)
+	if !eval(t, booked, op)[0].Allowed || !eval(t, ref, op)[0].Allowed {
+		t.Fatal("the token at 100ms refused")
+	}
+	if st := booked.Stats(); st.Booked != 2 {
+		t.Fatalf("booked %d tokens, want 2 (200ms at 10 a second)", st.Booked)
+	}
+	// no call after it: once the booking is over (300ms on the store's clock), its timer gives
+	// both back
+	clk.set(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for booked.Stats().BookBack != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the two tokens not given back", booked.Stats())
+		}
+		time.Sleep(10 * ms)
+	}
+	probe := op
+	probe.Probe = true
+	if got, want := eval(t, booked, probe)[0], eval(t, ref, probe)[0]; got != want || got.Remaining != 9 {
+		t.Errorf("a second on: booked bucket %+v, the bucket %+v: want the same, 9 tokens", got, want)
+	}
+}
+
+// Many callers on one value over its limit, booking ahead 100ms: a script call books up to the
+// tokens of 100ms, so that the value costs Redis far fewer script calls than the tokens it
+// gives, and across two replicas sharing the bucket no span of time admits more than the
+// bucket allows (its capacity plus its rate over the span).
+func TestBookingUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	open := func() *Store {
+		return openStore(t, Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, BookAhead: 100 * ms})
+	}
+	replicas := []*Store{open(), open()}
+	op := hotparam.RemoteOp{RuleID: "load", Value: "hot", Count: 200, Duration: time.Second, Hits: 1}
+	loadScript(t, replicas[0], op)
+	scripts0 := srv.CommandCalls("evalsha") + srv.CommandCalls("eval")
+	type span struct{ start, end time.Time } // an admission happened in between
+	var mu sync.Mutex
+	var admits []span
+	var failed atomic.Int64
+	begin := time.Now()
+	stop := begin.Add(1500 * ms)
+	var wg sync.WaitGroup
+	for c := range 16 {
+		s := replicas[c%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]hotparam.RemoteResult, 1)
+			for time.Now().Before(stop) {
+				start := time.Now()
+				if err := s.Eval(context.Background(), []hotparam.RemoteOp{op}, res); err != nil {
+					failed.Add(1)
+					continue
+				}
+				if res[0].Allowed {
+					mu.Lock()
+					admits = append(admits, span{start, time.Now()})
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	if failed.Load() != 0 {
+		t.Fatalf("%d calls failed", failed.Load())
+	}
+	scripts := srv.CommandCalls("evalsha") + srv.CommandCalls("eval") - scripts0
+	var booked, given uint64
+	for _, s := range replicas {
+		booked += s.Stats().Booked
+		given += s.Stats().BookGiven
+	}
+	if booked == 0 || given == 0 || int64(scripts)*3 > int64(len(admits)) {
+		t.Errorf("%d admitted in %d script calls (%d tokens booked, %d given out of bookings): want a third as many calls or fewer",
+			len(admits), scripts, booked, given)
+	}
+	// admissions i..j (by start) all happened within [start of i, the latest end among them]:
+	// at most the capacity (200) plus the rate over it, and one at its edge
+	slices.SortFunc(admits, func(a, b span) int { return a.start.Compare(b.start) })
+	for i := range admits {
+		last := admits[i].end
+		for j := i; j < len(admits); j++ {
+			if admits[j].end.After(last) {
+				last = admits[j].end
+			}
+			w := last.Sub(admits[i].start)
+			if allowed := 201 + int(w*200/time.Second); j-i+1 > allowed {
+				t.Fatalf("%d admitted within %v: the bucket allows %d", j-i+1, w, allowed)
+			}
+		}
+	}
+	// and not many fewer than it allows over the run: the callers always ask
+	if min := 200 + int(elapsed*200/time.Second)*4/5; len(admits) < min {
+		t.Errorf("%d admitted in %v: want %d or more", len(admits), elapsed, min)
+	}
+	t.Logf("%d admitted in %v, %d script calls, %d tokens booked, %d given out of bookings", len(admits), elapsed, scripts, booked, given)
+	for _, s := range replicas {
+		t.Logf("%+v", s.Stats())
+	}
+}
