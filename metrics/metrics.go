@@ -98,6 +98,7 @@ type Metrics struct {
 	redisBreaker  prometheus.GaugeFunc
 	redisCached   prometheus.CounterFunc
 	redisHeld     prometheus.CounterFunc
+	redisBooked   []prometheus.Collector // one counter an outcome (booked, given, back, lost)
 	queueWaiting  prometheus.GaugeFunc
 	logSuppressed prometheus.Counter
 	unenforced    prometheus.Counter
@@ -187,6 +188,7 @@ func New(opts Options) *Metrics {
 		redisHeld: sourceCounter("extauthz_redis_held_total",
 			"Calls to the shared store that waited, at most 2ms, until their value's next token was sure to be back in Redis before they went.",
 			func(s *Sources) func() uint64 { return s.RedisHeld }),
+		redisBooked: bookedCounters(func() func() BookedTokens { return m.source().RedisBooked }),
 		queueWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "extauthz_queue_waiting",
 			Help: "Requests held in throttle queues now, all rules and both APIs together (decision.max_waiting caps it).",
@@ -216,6 +218,7 @@ func New(opts Options) *Metrics {
 	m.registry.MustRegister(m.decisions, m.latency, m.queueWait, m.reloads, m.rulesVersion,
 		m.rulesCount, m.lastReloadOK, m.redisCalls, m.redisLatency,
 		m.redisFallback, m.redisBreaker, m.redisCached, m.redisHeld, m.queueWaiting, m.logSuppressed, m.unenforced)
+	m.registry.MustRegister(m.redisBooked...)
 	m.registry.MustRegister(rebalancer{m: m, hidden: prometheus.NewDesc("extauthz_resources_aggregated",
 		"Resources named by the rules in force whose decisions are counted under resource=\"other\" because of the cap on resources.", nil, nil)})
 	m.registry.MustRegister(newRuleCollector(m.ruleStats, opts.MaxRules))
@@ -233,7 +236,42 @@ type Sources struct {
 	BreakerOpen    func() bool // nil: no shared store
 	RedisCacheHits func() uint64
 	RedisHeld      func() uint64
-	Waiting        func() int // requests held in throttle queues now
+	// RedisBooked returns the tokens the shared store booked ahead, gave out of its bookings,
+	// gave back and lost (store.redis.book_ahead).
+	RedisBooked func() BookedTokens
+	Waiting     func() int // requests held in throttle queues now
+}
+
+// BookedTokens are the counts of tokens booked ahead by the shared store: booked, given out of
+// bookings without a call, given back unused, and lost (they could not be given back).
+type BookedTokens struct{ Booked, Given, Back, Lost uint64 }
+
+// bookedCounters returns extauthz_redis_booked_tokens_total, one counter an outcome, reading
+// source's func at scrape time (none reads 0).
+func bookedCounters(source func() func() BookedTokens) []prometheus.Collector {
+	read := func(pick func(BookedTokens) uint64) func() float64 {
+		return func() float64 {
+			if f := source(); f != nil {
+				return float64(pick(f()))
+			}
+			return 0
+		}
+	}
+	help := "Tokens of values over their limits booked ahead from the shared store (store.redis.book_ahead) by outcome: booked, given (to a call, without a round trip), back (given back unused), lost (could not be given back)."
+	var cs []prometheus.Collector
+	for _, o := range []struct {
+		name string
+		pick func(BookedTokens) uint64
+	}{
+		{"booked", func(b BookedTokens) uint64 { return b.Booked }},
+		{"given", func(b BookedTokens) uint64 { return b.Given }},
+		{"back", func(b BookedTokens) uint64 { return b.Back }},
+		{"lost", func(b BookedTokens) uint64 { return b.Lost }},
+	} {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "extauthz_redis_booked_tokens_total", Help: help,
+			ConstLabels: prometheus.Labels{"outcome": o.name}}, read(o.pick)))
+	}
+	return cs
 }
 
 // Watch makes m read src at scrape time from now on. The service builds its metrics first (the

@@ -316,6 +316,25 @@ func TestNoBreaker(t *testing.T) {
 	if got := counter(t, m, "extauthz_redis_held_total", nil); got != 0 {
 		t.Errorf("held calls without a store = %v, want 0", got)
 	}
+	if got := counter(t, m, "extauthz_redis_booked_tokens_total", map[string]string{"outcome": "given"}); got != 0 {
+		t.Errorf("booked tokens given without a store = %v, want 0", got)
+	}
+}
+
+// extauthz_redis_booked_tokens_total reads the store's counts at scrape time, one an outcome.
+func TestBookedTokens(t *testing.T) {
+	m := New(Options{NoRuntime: true})
+	b := BookedTokens{Booked: 40, Given: 31, Back: 6, Lost: 2}
+	m.Watch(Sources{RedisBooked: func() BookedTokens { return b }})
+	for outcome, want := range map[string]float64{"booked": 40, "given": 31, "back": 6, "lost": 2} {
+		if got := counter(t, m, "extauthz_redis_booked_tokens_total", map[string]string{"outcome": outcome}); got != want {
+			t.Errorf("outcome %s = %v, want %v", outcome, got, want)
+		}
+	}
+	b.Given = 39
+	if got := counter(t, m, "extauthz_redis_booked_tokens_total", map[string]string{"outcome": "given"}); got != 39 {
+		t.Errorf("given after change = %v, want 39", got)
+	}
 }
 
 func TestRuntimeCollectors(t *testing.T) {

@@ -91,6 +91,11 @@
 // answers a probe (refused until the same instant), except a throttle probe with a max wait,
 // whose remaining the entry does not know. See blocked for the details.
 //
+// Config.BookAhead (off by default) makes the call that takes a hot value's last token book
+// the tokens of the next BookAhead too, which the replica then gives out itself as they come
+// due, with the answers the bucket would give; what is left goes back to the bucket before the
+// value's next call to Redis or when the booking ends. See book.go.
+//
 // # Failures
 //
 // Every Eval has Config.Timeout as its deadline. An error means nothing was decided; the caller

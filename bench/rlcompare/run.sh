@@ -30,6 +30,10 @@
 # reach against envoyproxy/ratelimit on this machine with this load generator, the ceiling of
 # extauthz's ratio.
 #
+# BOOK_AHEAD sets extauthz's store.redis.book_ahead (default 0, off): over the limit a replica
+# then books the tokens of that span in one script call and gives them out itself, where
+# envoyproxy/ratelimit's local cache (its run "rl+cache") caches the keys over their limit.
+#
 # BEFORE_BIN names another extauthz binary (say, an earlier revision's), run after this tree's in
 # each scenario as "extauthz0", with its ratios to this tree's: a change measured side by side.
 #
@@ -88,7 +92,7 @@ param_flow:
 RULES
 	EXTAUTHZ_GRPC_ADDR="127.0.0.1:$eport" EXTAUTHZ_ADMIN_ADDR="127.0.0.1:0" EXTAUTHZ_RULES_FILE="$work/rules/rules.yaml" \
 		EXTAUTHZ_STORE_REDIS_ADDRS="127.0.0.1:$rport" EXTAUTHZ_STORE_REDIS_TIMEOUT=1s EXTAUTHZ_STORE_REDIS_FALLBACK=deny \
-		EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$bin" >"$work/$name.log" 2>&1 &
+		EXTAUTHZ_STORE_REDIS_BOOK_AHEAD="${BOOK_AHEAD:-0s}" EXTAUTHZ_LOG_LEVEL=error "${server[@]}" "$bin" >"$work/$name.log" 2>&1 &
 	local pid=$!
 	wait_port "$eport"
 	measure "$name" "$eport" "$pid"

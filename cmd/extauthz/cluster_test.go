@@ -78,16 +78,21 @@ func TestBinaryClusterRuleWithoutStore(t *testing.T) {
 }
 
 // startReplicas starts n processes serving the rules file, sharing the Redis at redisAddr
-// (fallback deny, so that a test sees a Redis failure rather than a local answer).
-func startReplicas(t *testing.T, dir, redisAddr, rules string, n int) []*proc {
+// (fallback deny, so that a test sees a Redis failure rather than a local answer), with the
+// store.redis options given (lines of YAML, "key: value").
+func startReplicas(t *testing.T, dir, redisAddr, rules string, n int, redisOptions ...string) []*proc {
 	t.Helper()
+	extra := ""
+	for _, o := range redisOptions {
+		extra += "    " + o + "\n"
+	}
 	cfg := writeFile(t, dir, "replicas.yaml", `
 store:
   redis:
     addrs: ["`+redisAddr+`"]
     timeout: 1s
     fallback: deny
-`)
+`+extra)
 	var procs []*proc
 	for range n {
 		procs = append(procs, start(t, "--config", cfg, "--rules", rules,

@@ -441,6 +441,10 @@ func storeSources(store *rulestore.Store, rem *redisstore.Store) metrics.Sources
 		src.BreakerOpen = func() bool { return rem.Stats().BreakerOpen }
 		src.RedisCacheHits = func() uint64 { return rem.Stats().CacheHits }
 		src.RedisHeld = func() uint64 { return rem.Stats().Held }
+		src.RedisBooked = func() metrics.BookedTokens {
+			st := rem.Stats()
+			return metrics.BookedTokens{Booked: st.Booked, Given: st.BookGiven, Back: st.BookBack, Lost: st.BookLost}
+		}
 	}
 	return src
 }
