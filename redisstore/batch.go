@@ -190,8 +190,8 @@ func (s *Store) evalBatched(ctx context.Context, c rueidis.Client, op *hotparam.
 		}
 	}
 	res[0] = w.res
-	if w.size == 0 && w.err == nil { // refused from the cache of blocked values: no span
-		s.tracedCacheRefusal(ctx, 1)
+	if w.size == 0 && w.err == nil { // answered from the cache of blocked values: no span
+		s.tracedCached(ctx, 1, w.res.Allowed)
 		return nil
 	}
 	if s.tracer != nil {

@@ -252,7 +252,10 @@ func (s *Store) giveBack(ctx context.Context, key string, bk *booking) {
 // sendGiveBack gives n tokens back to op's bucket at key: a refund of n hits, as an undo.
 func (s *Store) sendGiveBack(ctx context.Context, c rueidis.Client, key string, op *hotparam.RemoteOp, n int64) error {
 	g := []group{{keys: []string{key}, args: []string{s.now(), "b", opArg(op, 1, 0, true, n)}}}
-	return s.exec(ctx, c, g)
+	ctx, span := s.start(ctx, "redis EVALSHA give back", attrEvalsha, keyOps.Int(1))
+	err := s.exec(ctx, c, g)
+	end(span, err)
+	return err
 }
 
 // endBooking is the timer of bk, the booking at key: once it ends, the tokens left go back

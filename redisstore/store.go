@@ -308,7 +308,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	keys := s.keys(ops)
 	start := s.localNow()
 	if s.blk != nil && s.refuseCached(ops, keys, res, start) {
-		s.tracedCacheRefusal(ctx, len(ops))
+		s.tracedCached(ctx, len(ops), res[0].Allowed)
 		return nil
 	}
 	b := s.client.Load()
@@ -324,7 +324,7 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 					return err
 				}
 				if start = s.localNow(); s.refuseCached(ops, keys, res, start) {
-					s.tracedCacheRefusal(ctx, len(ops))
+					s.tracedCached(ctx, len(ops), res[0].Allowed)
 					return nil
 				}
 			}
@@ -405,10 +405,15 @@ func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.
 	}
 }
 
-// tracedCacheRefusal marks a call of n ops refused from the cache in the caller's span.
-func (s *Store) tracedCacheRefusal(ctx context.Context, n int) {
+// tracedCached marks a call of n ops answered from the cache in the caller's span: refused, or
+// given a token of a booking (allowed).
+func (s *Store) tracedCached(ctx context.Context, n int, allowed bool) {
 	if s.tracer != nil {
-		trace.SpanFromContext(ctx).AddEvent("redis refusal from cache", trace.WithAttributes(keyOps.Int(n)))
+		name := "redis refusal from cache"
+		if allowed {
+			name = "redis token from booking"
+		}
+		trace.SpanFromContext(ctx).AddEvent(name, trace.WithAttributes(keyOps.Int(n)))
 	}
 }
 
