@@ -594,7 +594,7 @@ func (s *Store) answerFromCache(w *waiter, now time.Time) bool {
 		return false
 	}
 	w.res = r
-	s.countCached(&r)
+	s.countCached(&w.op, &r)
 	close(w.done)
 	return true
 }

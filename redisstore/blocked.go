@@ -57,7 +57,7 @@ type blockEntry struct {
 	burst    int64
 	duration time.Duration
 	behavior hotparam.Behavior
-	refused  bool     // it refused a call: the value is hot here (see bookFor)
+	refused  bool     // it, or Redis's answer it keeps, refused a call: the value is hot here (see bookFor)
 	bk       *booking // nil, or the tokens its call booked ahead
 }
 
@@ -102,7 +102,7 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 		now = e.at
 	}
 	if bk := e.bk; unsettled(bk) {
-		if !bk.open() || !now.Before(bk.end) {
+		if !bk.open() || !now.Before(bk.keep) {
 			return hotparam.RemoteResult{}, false // the call settles it first (settleBookings)
 		}
 		r, gave := bk.answer(op, now)
@@ -173,9 +173,11 @@ func (b *blocked) add(key string, op *hotparam.RemoteOp, r *hotparam.RemoteResul
 	if r.RetryAfter <= 0 {
 		return
 	}
+	e := b.entry(op, start, start.Add(r.RetryAfter), end, start.Add(r.ResetAfter))
+	e.refused = true // Redis refused a call of the value: it is hot here
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.put(key, b.entry(op, start, start.Add(r.RetryAfter), end, start.Add(r.ResetAfter)), start)
+	b.put(key, e, start)
 }
 
 // entry returns the entry of a refusal of op until until, for a call that started at start and
@@ -211,7 +213,7 @@ func (b *blocked) book(key string, op *hotparam.RemoteOp, gap, n int64, start, e
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bookings.Add(1)
-	bk.timer = time.AfterFunc(bk.end.Sub(end), func() { onEnd(bk) })
+	bk.timer = time.AfterFunc(bk.keep.Sub(end), func() { onEnd(bk) })
 	b.put(key, e, start)
 }
 
@@ -232,8 +234,8 @@ func (b *blocked) claim(key string) (bk *booking, wait <-chan struct{}) {
 	return e.bk, nil
 }
 
-// claimIf claims bk for its caller to give back what is left of it, when it is open and ended at
-// now, and reports whether it did. A timer that fired before the end on the local clock is set
+// claimIf claims bk for its caller to give back what is left of it, when it is open and its keep
+// is past at now, and reports whether it did. A timer that fired before the end on the local clock is set
 // again for the rest.
 func (b *blocked) claimIf(bk *booking, now time.Time) bool {
 	b.mu.Lock()
@@ -241,8 +243,8 @@ func (b *blocked) claimIf(bk *booking, now time.Time) bool {
 	if !bk.open() {
 		return false
 	}
-	if now.Before(bk.end) {
-		bk.timer.Reset(max(bk.end.Sub(now), time.Millisecond))
+	if now.Before(bk.keep) {
+		bk.timer.Reset(max(bk.keep.Sub(now), time.Millisecond))
 		return false
 	}
 	bk.back = make(chan struct{})

@@ -12,8 +12,8 @@ import (
 
 // Booking ahead (Config.BookAhead). A value over its limit frees one token at a time, so a
 // replica that asks Redis for each token it gives makes one script call per token, each waking
-// Redis on its own. With BookAhead, the call that takes the last token of a value this replica
-// refused since the token before (it is hot here) takes the tokens the next BookAhead brings
+// Redis on its own. With BookAhead, the call that takes the last token of a value refused here
+// since the token before (by this replica's cache or by Redis: the value is hot here) takes the tokens the next BookAhead brings
 // as well, at once, the bucket going into debt; the replica then gives them out itself, one
 // when each is due (the instant the bucket would have had it), and Redis is asked again when
 // they are all given, for the token after them. One call then serves up to maxBook tokens.
@@ -37,7 +37,8 @@ const maxBook = 64
 
 // bookFor returns how many tokens a call of op should book after it takes the last token of its
 // bucket: none unless BookAhead is on and the value is hot here (the entry that ended refused a
-// call), else the tokens BookAhead brings, at most a bucket and maxBook.
+// call, or was Redis's refusal), else the tokens BookAhead brings, at most a bucket less one and
+// maxBook.
 func (s *Store) bookFor(op *hotparam.RemoteOp, key string) int64 {
 	if s.cfg.BookAhead <= 0 || s.blk == nil || op.Probe || op.Shadow || op.Postpaid || hitsOf(*op) != 1 {
 		return 0
@@ -72,8 +73,12 @@ type booking struct {
 	d, rate int64             // a token's units, and the units gained a microsecond
 	capU    int64             // the bucket's capacity (units)
 	end     time.Time         // the token after the last booked one is due: the booking ends
-	n       int64             // tokens booked
-	used    int64             // tokens given out
+	// keep is when the tokens not given by then go back (the booking's length after its end, at
+	// most until the bucket would be full): a booked token that is due stays in the bucket as it
+	// would without the booking, for the value's next calls here, which may come in bursts
+	keep time.Time
+	n    int64 // tokens booked
+	used int64 // tokens given out
 	// back is made when the tokens left start going back to the bucket, and closed once they
 	// have (or could not); a call of the value waits for it before it goes to Redis.
 	back    chan struct{}
@@ -87,6 +92,13 @@ func newBooking(op *hotparam.RemoteOp, n, gap int64, at time.Time) *booking {
 	rate, d := reduce(op.Count, op.Duration)
 	bk := &booking{op: *op, at: at, gap: gap, d: d, rate: rate, capU: (op.Count + op.Burst) * d, n: n}
 	bk.end = at.Add(bk.dueAfter(n))
+	// never past the instant the bucket without the booking would be full (at most a bucket
+	// less one token is booked, so that is at the end or after): from there on it would lose
+	// what it gains, the tokens this replica kept among them
+	bk.keep = bk.end.Add(bk.end.Sub(at))
+	if full := at.Add(bk.resetAfter(at, 0)); full.Before(bk.keep) {
+		bk.keep = full
+	}
 	return bk
 }
 
@@ -99,9 +111,10 @@ func (bk *booking) dueAfter(j int64) time.Duration {
 // due returns when the j-th booked token (from 0) is due.
 func (bk *booking) due(j int64) time.Time { return bk.at.Add(bk.dueAfter(j)) }
 
-// given returns how many booked tokens are due at now: those j with (gap + j*d) units gained,
-// that is (gap + j*d) * 1000 <= t * rate for t nanoseconds since the call.
-func (bk *booking) given(now time.Time) int64 {
+// gained returns how many tokens the bucket has gained at now since the call that booked, the
+// booked ones first: those j with (gap + j*d) units gained, that is (gap + j*d) * 1000 <=
+// t * rate for t nanoseconds since the call.
+func (bk *booking) gained(now time.Time) int64 {
 	t := now.Sub(bk.at)
 	if t < 0 {
 		return 0
@@ -111,8 +124,7 @@ func (bk *booking) given(now time.Time) int64 {
 	if got.less(owed) {
 		return 0
 	}
-	j := floorDiv(got.sub(owed), uint64(bk.d)*1000)
-	return min(j+1, bk.n)
+	return floorDiv(got.sub(owed), uint64(bk.d)*1000) + 1
 }
 
 // resetAfter returns the time from now until the bucket would be full with used tokens given:
@@ -133,14 +145,15 @@ func (bk *booking) resetAfter(now time.Time, used int64) time.Duration {
 // open reports whether the booking still has tokens to give and is not going back.
 func (bk *booking) open() bool { return bk.back == nil && bk.used < bk.n }
 
-// answer answers op (one hit, the booking's rule numbers) at now, before the booking ends: a
+// answer answers op (one hit, the booking's rule numbers) at now, before the booking's keep: a
 // token that is due and not given yet is given (a probe is told one is there), else op is
-// refused until the next is due. It reports whether it gave a token.
+// refused until the next is due. It reports whether it gave a token. The remaining it tells
+// counts the tokens the bucket gained after the booked ones too, which no call here took.
 func (bk *booking) answer(op *hotparam.RemoteOp, now time.Time) (r hotparam.RemoteResult, gave bool) {
-	due := bk.given(now)
-	if bk.used < due {
+	gained := bk.gained(now)
+	if due := min(gained, bk.n); bk.used < due {
 		r.Allowed = true
-		r.Remaining = due - bk.used // the tokens there, this one among them
+		r.Remaining = gained - bk.used // the tokens there, this one among them
 		if !op.Probe {
 			bk.used++
 			r.Remaining--
@@ -258,7 +271,7 @@ func (s *Store) sendGiveBack(ctx context.Context, c rueidis.Client, key string, 
 	return err
 }
 
-// endBooking is the timer of bk, the booking at key: once it ends, the tokens left go back
+// endBooking is the timer of bk, the booking at key: at its keep, the tokens left go back
 // unless a call of the value gave them back or took them before.
 func (s *Store) endBooking(key string, bk *booking) {
 	if s.closed.Load() {

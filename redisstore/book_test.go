@@ -214,3 +214,43 @@ func TestBookingUnderLoad(t *testing.T) {
 		t.Logf("%+v", s.Stats())
 	}
 }
+
+// A booked token that is due and not given stays the replica's after the booking ends, as it
+// stays in the bucket, until the booking's length again has passed or the bucket would be full;
+// then it goes back. Every answer is the bucket's, the remaining counting the tokens gained
+// after the booked ones too.
+func TestBookingKeepsDueTokens(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 300*ms)
+	op := hotparam.RemoteOp{RuleID: "keep", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	both := func(at time.Duration, o hotparam.RemoteOp) hotparam.RemoteResult {
+		t.Helper()
+		clk.set(at)
+		got, want := eval(t, booked, o)[0], eval(t, ref, o)[0]
+		if got != want {
+			t.Fatalf("t0+%v: booking ahead %+v, the bucket %+v (stats %+v)", at, got, want, booked.Stats())
+		}
+		return got
+	}
+	for range 10 { // the bucket emptied
+		both(0, op)
+	}
+	both(50*ms, op) // refused: the value is hot here
+	if !both(100*ms, op).Allowed || booked.Stats().Booked != 3 {
+		t.Fatalf("the token at 100ms: stats %+v, want 3 tokens booked (due at 200, 300 and 400ms)", booked.Stats())
+	}
+	calls := booked.Stats().Calls
+	probe := op
+	probe.Probe = true
+	both(450*ms, op)    // the first booked token, with two more there
+	both(850*ms, op)    // after the booking's end (500ms): the second, and the bucket's own since
+	both(870*ms, probe) // the third is there
+	if got := booked.Stats().Calls; got != calls {
+		t.Errorf("%d calls to Redis for the booked tokens, want none", got-calls)
+	}
+	// past its keep (900ms: the booking's length after its end) the third goes back first
+	both(1500*ms, probe)
+	both(1500*ms, op)
+	if st := booked.Stats(); st.BookBack != 1 || st.BookGiven != 2 {
+		t.Errorf("stats %+v: want 2 booked tokens given, 1 given back", st)
+	}
+}

@@ -377,17 +377,18 @@ func (s *Store) refuseCached(ops []hotparam.RemoteOp, keys []string, res []hotpa
 		return false
 	}
 	answer(ops, res, r)
-	s.countCached(&r)
+	s.countCached(&ops[0], &r)
 	return true
 }
 
-// countCached counts r, an answer of the cache of blocked values: a token of a booking given,
-// or a refusal.
-func (s *Store) countCached(r *hotparam.RemoteResult) {
-	if r.Allowed {
-		s.bookGiven.Add(1)
-	} else {
+// countCached counts r, an answer of the cache of blocked values to op: a token of a booking
+// given (a probe told one is there takes none), or a refusal.
+func (s *Store) countCached(op *hotparam.RemoteOp, r *hotparam.RemoteResult) {
+	switch {
+	case !r.Allowed:
 		s.cacheHits.Add(1)
+	case !op.Probe:
+		s.bookGiven.Add(1)
 	}
 }
 
