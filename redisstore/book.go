@@ -21,14 +21,16 @@ import (
 // What it changes is who gets a token, never how many are given or when: over any span of time
 // the tokens given out across replicas are the bucket's, each no earlier than the bucket would
 // have had it. A booked token is due on the local clock no earlier than on Redis's (counted from
-// the answer's return). Tokens still booked when a booking ends (the token after its last is
-// due), or when a call of this replica must go to Redis for the value anyway (a call of more
-// hits, of several rules, with other rule numbers after a reload, or a refund), go back to the
-// bucket first, in a call of their own: what the bucket holds is then what it would have held.
+// the answer's return). A booked token due and not given stays the replica's after the booking
+// ends (the token after its last is due), as it would stay in the bucket, until the booking's
+// length has passed again or the bucket would be full (its keep). Tokens still booked then, or
+// when a call of this replica must go to Redis for the value anyway (a call of more hits, of
+// several rules, with other rule numbers after a reload, or a refund), go back to the bucket
+// first, in a call of their own: what the bucket holds is then what it would have held.
 // On another replica, a call for the value while this one's booking runs is refused until the
 // booking ends, where without it each token would have gone to whichever replica asked first;
-// a token this replica booked and did not give is then refused there until the booking ends,
-// and comes back to the bucket then. A replica that stops, or cannot reach Redis to give
+// a token this replica booked and did not give is then refused there until it comes back to
+// the bucket. A replica that stops, or cannot reach Redis to give
 // tokens back, loses what it booked: the bucket refills at its rate.
 
 // maxBook bounds the tokens one call books: a batch of calls stays small, and a booking of a
