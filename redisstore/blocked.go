@@ -301,6 +301,20 @@ func (b *blocked) drop(key string) {
 	b.mu.Unlock()
 }
 
+// claimAll claims every booking with tokens left, by key (the Store closes).
+func (b *blocked) claimAll() map[string]*booking {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]*booking)
+	for k, e := range b.m {
+		if unsettled(e.bk) && e.bk.open() {
+			e.bk.back = make(chan struct{})
+			out[k] = e.bk
+		}
+	}
+	return out
+}
+
 // stop stops the timers of the bookings not settled (the Store closes).
 func (b *blocked) stop() {
 	if b == nil {

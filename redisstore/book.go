@@ -30,8 +30,8 @@ import (
 // On another replica, a call for the value while this one's booking runs is refused until the
 // booking ends, where without it each token would have gone to whichever replica asked first;
 // a token this replica booked and did not give is then refused there until it comes back to
-// the bucket. A replica that stops, or cannot reach Redis to give
-// tokens back, loses what it booked: the bucket refills at its rate.
+// the bucket. A replica that closes its Store gives back what it has left; one that dies, or
+// cannot reach Redis to give tokens back, loses it: the bucket refills at its rate.
 
 // maxBook bounds the tokens one call books: a batch of calls stays small, and a booking of a
 // value with a high limit stays short however long BookAhead is.

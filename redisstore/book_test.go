@@ -254,3 +254,37 @@ func TestBookingKeepsDueTokens(t *testing.T) {
 		t.Errorf("stats %+v: want 2 booked tokens given, 1 given back", st)
 	}
 }
+
+// A store that closes gives back the tokens it booked and did not give: the bucket then holds
+// what it would without the booking.
+func TestBookingGivenBackOnClose(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 500*ms)
+	op := hotparam.RemoteOp{RuleID: "close", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	for range 10 {
+		eval(t, booked, op)
+		eval(t, ref, op)
+	}
+	clk.set(50 * ms)
+	eval(t, booked, op)
+	eval(t, ref, op)
+	clk.set(100 * ms)
+	eval(t, booked, op)
+	eval(t, ref, op)
+	if st := booked.Stats(); st.Booked != 5 {
+		t.Fatalf("stats %+v: want 5 tokens booked", st)
+	}
+	booked.Close()
+	if st := booked.Stats(); st.BookBack != 5 {
+		t.Fatalf("stats %+v: want the 5 tokens given back on Close", st)
+	}
+	// the bucket, read by a store without a cache under the booked store's prefix, holds what the
+	// bucket without the booking holds
+	direct := openStore(t, Config{Addrs: booked.cfg.Addrs, Timeout: time.Second, BlockedCache: -1})
+	direct.clock = clk.get
+	clk.set(300 * ms)
+	probe := op
+	probe.Probe = true
+	if got, want := eval(t, direct, probe)[0], eval(t, ref, probe)[0]; got != want || got.Remaining != 2 {
+		t.Errorf("after Close: the booked bucket %+v, the bucket %+v: want the same, 2 tokens", got, want)
+	}
+}

@@ -168,12 +168,20 @@ func NewWithOptions(cfg Config, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the connections. Eval returns ErrUnavailable afterwards.
+// Close gives back to their buckets the tokens booked ahead and not given (within Timeout),
+// and closes the connections. Eval returns ErrUnavailable afterwards.
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed.Store(true)
 	s.blk.stop()
+	if s.blk != nil && s.blk.bookings.Load() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+		for key, bk := range s.blk.claimAll() {
+			s.giveBack(ctx, key, bk)
+		}
+		cancel()
+	}
 	if b := s.client.Swap(nil); b != nil {
 		b.c.Close()
 	}
