@@ -401,21 +401,19 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if s.blk != nil && s.blk.bookings.Load() > 0 {
-		// a booking of a value the batch goes to Redis for gives what is left back first; an
-		// error of the wait for one is the batch's own deadline, which its call meets too
-		keys := make([]string, len(batch))
-		for i, w := range batch {
-			keys[i] = w.key
-		}
-		_ = s.settleBookings(ctx, keys)
-	}
+	batch = byRun(batch)
 	if s.cfg.BookAhead > 0 {
-		for _, w := range batch {
+		for i, w := range batch {
+			if i > 0 && runOf(w) == runOf(batch[i-1]) && w.op == batch[i-1].op {
+				w.book = batch[i-1].book // a run's calls: one value, one rule
+				continue
+			}
+			// a booking of a value the batch goes to Redis for gives what is left back first;
+			// an error of the wait for one is the batch's own deadline, which its call meets too
+			_ = s.settleBooking(ctx, w.key)
 			w.book = s.bookFor(&w.op, w.key)
 		}
 	}
-	batch = byRun(batch)
 	g := make([]group, 0, (len(batch)+maxBatch-1)/maxBatch)
 	for i := 0; i < len(batch); i += maxBatch {
 		g = append(g, batchGroup(batch[i:min(i+maxBatch, len(batch))], s.now()))

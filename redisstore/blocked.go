@@ -103,7 +103,7 @@ func (b *blocked) lookup(key string, op *hotparam.RemoteOp, now time.Time) (hotp
 	}
 	if bk := e.bk; unsettled(bk) {
 		if !bk.open() || !now.Before(bk.keep) {
-			return hotparam.RemoteResult{}, false // the call settles it first (settleBookings)
+			return hotparam.RemoteResult{}, false // the call settles it first (settleBooking)
 		}
 		r, gave := bk.answer(op, now)
 		if gave && bk.used == bk.n {
@@ -292,7 +292,7 @@ func (b *blocked) makeRoom(now time.Time) {
 }
 
 // drop forgets key (a refund gave tokens back), but for an entry whose booking is not settled:
-// the call settles it (settleBookings), which forgets the entry.
+// the call settles it (settleBooking), which forgets the entry.
 func (b *blocked) drop(key string) {
 	b.mu.Lock()
 	if e, ok := b.m[key]; !ok || !unsettled(e.bk) {

@@ -51,17 +51,12 @@ func (s *Store) bookFor(op *hotparam.RemoteOp, key string) int64 {
 	}
 	// at most a bucket less one token: the bucket without the booking would not be full before
 	// the booking ends, so that the tokens it holds are the booked ones not given and Redis's
-	return min(n, op.Count+op.Burst-1, maxBook)
+	return min(n, op.Count+op.Burst-1)
 }
 
-// tokensIn returns how many tokens op's bucket gains in d, rounded down.
+// tokensIn returns how many tokens op's bucket gains in d, rounded down, at most maxBook.
 func tokensIn(op *hotparam.RemoteOp, d time.Duration) int64 {
-	hi, lo := bits.Mul64(uint64(d), uint64(op.Count))
-	if hi >= uint64(op.Duration) {
-		return maxBook // more than fits: bounded by the caller
-	}
-	q, _ := bits.Div64(hi, lo, uint64(op.Duration))
-	return int64(min(q, maxBook))
+	return min(floorDiv(mul(uint64(d), uint64(op.Count)), uint64(op.Duration)), maxBook)
 }
 
 // booking is the tokens booked ahead for a value by one call, given out by lookup. It knows
@@ -215,28 +210,23 @@ func floorDiv(a uint128, b uint64) int64 {
 	return int64(q)
 }
 
-// settleBookings gives back to their buckets what is left of the bookings of keys, or waits for
-// a give-back under way, so that a call of one of them that goes to Redis finds the bucket as
-// it would be without them. It returns ctx's error if it ends first.
-func (s *Store) settleBookings(ctx context.Context, keys []string) error {
+// settleBooking gives back to its bucket what is left of the booking of key, or waits for a
+// give-back under way, so that a call of the value that goes to Redis finds the bucket as it
+// would be without it. It returns ctx's error if it ends first.
+func (s *Store) settleBooking(ctx context.Context, key string) error {
 	if s.blk == nil || s.blk.bookings.Load() == 0 {
 		return nil
 	}
-	for i, key := range keys {
-		if i > 0 && keys[i-1] == key {
-			continue
-		}
-		bk, wait := s.blk.claim(key)
-		if bk != nil {
-			s.giveBack(ctx, key, bk)
-			continue
-		}
-		if wait != nil {
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+	bk, wait := s.blk.claim(key)
+	if bk != nil {
+		s.giveBack(ctx, key, bk)
+		return nil
+	}
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil

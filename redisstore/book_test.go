@@ -61,7 +61,8 @@ func TestBookingAnswersAsTheBucket(t *testing.T) {
 		case 1:
 			ops[0].Probe = true
 		case 2:
-			other := rules[(rng.IntN(2)+1+indexOf(rules, op.RuleID))%len(rules)]
+			at := slices.IndexFunc(rules, func(r hotparam.RemoteOp) bool { return r.RuleID == op.RuleID })
+			other := rules[(rng.IntN(2)+1+at)%len(rules)]
 			other.Value, other.Hits = op.Value, 1
 			ops = append(ops, other)
 		}
@@ -88,22 +89,11 @@ func TestBookingAnswersAsTheBucket(t *testing.T) {
 		admitted, st.Booked, st.BookGiven, st.BookBack, st.Calls, ref.Stats().Calls)
 }
 
-func indexOf(rules []hotparam.RemoteOp, id string) int {
-	for i := range rules {
-		if rules[i].RuleID == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// A booking that ends with tokens left, without a call of its value after it, gives them back on
-// its own: the bucket then holds what it would have held without the booking.
-func TestBookingEndsOnItsOwn(t *testing.T) {
-	booked, ref, _, clk := bookingStores(t, 200*ms)
-	op := hotparam.RemoteOp{RuleID: "r", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
-	// the bucket (10) emptied at t0, a refusal (the value hot here), then the call that takes the
-	// token at 100ms books the two of the next 200ms
+// bookAt100ms empties op's bucket (a rule of 10 a second) at t0 in both stores, has one call
+// refused at 50ms (the value hot here) and the token at 100ms taken, which books ahead.
+func bookAt100ms(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.RemoteOp) {
+	t.Helper()
+	clk.set(0)
 	for range 10 {
 		eval(t, booked, op)
 		eval(t, ref, op)
@@ -115,6 +105,14 @@ func TestBookingEndsOnItsOwn(t *testing.T) {
 	if !eval(t, booked, op)[0].Allowed || !eval(t, ref, op)[0].Allowed {
 		t.Fatal("the token at 100ms refused")
 	}
+}
+
+// A booking that ends with tokens left, without a call of its value after it, gives them back on
+// its own: the bucket then holds what it would have held without the booking.
+func TestBookingEndsOnItsOwn(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 200*ms)
+	op := hotparam.RemoteOp{RuleID: "r", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	bookAt100ms(t, booked, ref, clk, op) // books the two of the next 200ms
 	if st := booked.Stats(); st.Booked != 2 {
 		t.Fatalf("booked %d tokens, want 2 (200ms at 10 a second)", st.Booked)
 	}
@@ -260,16 +258,7 @@ func TestBookingKeepsDueTokens(t *testing.T) {
 func TestBookingGivenBackOnClose(t *testing.T) {
 	booked, ref, _, clk := bookingStores(t, 500*ms)
 	op := hotparam.RemoteOp{RuleID: "close", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
-	for range 10 {
-		eval(t, booked, op)
-		eval(t, ref, op)
-	}
-	clk.set(50 * ms)
-	eval(t, booked, op)
-	eval(t, ref, op)
-	clk.set(100 * ms)
-	eval(t, booked, op)
-	eval(t, ref, op)
+	bookAt100ms(t, booked, ref, clk, op)
 	if st := booked.Stats(); st.Booked != 5 {
 		t.Fatalf("stats %+v: want 5 tokens booked", st)
 	}

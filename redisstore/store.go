@@ -343,8 +343,10 @@ func (s *Store) Eval(ctx context.Context, ops []hotparam.RemoteOp, res []hotpara
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if err := s.settleBookings(ctx, keys); err != nil {
-		return err
+	for _, key := range keys {
+		if err := s.settleBooking(ctx, key); err != nil {
+			return err
+		}
 	}
 
 	ctx, span := s.start(ctx, "redis EVALSHA", attrEvalsha, keyOps.Int(len(ops)))
