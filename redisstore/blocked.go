@@ -37,7 +37,7 @@ import (
 // An entry may also hold a booking (Config.BookAhead, book.go): the tokens its call booked
 // ahead, which lookup gives out as they come due. An entry with a booking not settled (tokens
 // left to give, or going back) is never dropped to make room: the cache holds more entries than
-// its size while such bookings run.
+// its size while such bookings run, at most about twice (no more of them than its size start).
 type blocked struct {
 	mu    sync.Mutex
 	max   int

@@ -46,7 +46,9 @@ func (s *Store) bookFor(op *hotparam.RemoteOp, key string) int64 {
 		return 0
 	}
 	n := tokensIn(op, s.cfg.BookAhead)
-	if n < 1 || !s.blk.hot(key, op) {
+	// bookings not settled are never evicted: at most the cache's size of them, so that a flood
+	// of values over their limits leaves the cache at most twice its size
+	if n < 1 || s.blk.bookings.Load() >= int64(s.blk.max) || !s.blk.hot(key, op) {
 		return 0
 	}
 	// at most a bucket less one token: the bucket without the booking would not be full before

@@ -277,3 +277,25 @@ func TestBookingGivenBackOnClose(t *testing.T) {
 		t.Errorf("after Close: the booked bucket %+v, the bucket %+v: want the same, 2 tokens", got, want)
 	}
 }
+
+// No more bookings than the cache of blocked values holds entries run at once (their entries are
+// never evicted): with room for 2, of three hot values the third takes its token without
+// booking, and its answers are still the bucket's.
+func TestBookingsBoundedByTheCache(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 300*ms)
+	booked.blk = newBlocked(2)
+	for _, v := range []string{"a", "b", "c"} {
+		op := hotparam.RemoteOp{RuleID: "bound", Value: v, Count: 10, Duration: time.Second, Hits: 1}
+		bookAt100ms(t, booked, ref, clk, op)
+	}
+	if st := booked.Stats(); st.Booked != 6 || booked.blk.bookings.Load() != 2 {
+		t.Errorf("stats %+v, %d bookings open: want 2 bookings of 3 tokens", st, booked.blk.bookings.Load())
+	}
+	clk.set(250 * ms)
+	for _, v := range []string{"a", "b", "c"} {
+		op := hotparam.RemoteOp{RuleID: "bound", Value: v, Count: 10, Duration: time.Second, Hits: 1}
+		if got, want := eval(t, booked, op)[0], eval(t, ref, op)[0]; got != want {
+			t.Errorf("%s at 250ms: booking ahead %+v, the bucket %+v", v, got, want)
+		}
+	}
+}
