@@ -545,6 +545,19 @@ func (s *Store) keepRefusal(key string, op *hotparam.RemoteOp, r *hotparam.Remot
 		s.blk.book(key, op, bk.gap, bk.n, start, end, func(b *booking) { s.endBooking(key, b) })
 	case r.Allowed && next > 0 && !op.Shadow && !op.Probe && !op.Postpaid:
 		s.blk.add(key, op, &hotparam.RemoteResult{RetryAfter: next, ResetAfter: r.ResetAfter}, start, end)
+	case r.Allowed:
+		s.cool(key)
+	}
+}
+
+// cool forgets the entry at key, when booking ahead is on, after Redis allowed a call of its
+// value and kept no entry for it (a token or more was left): a refusal kept there is over, and
+// the value is no longer hot here (bookFor) until a call of it is refused again. A value
+// refused before a quiet spell then does not book when a burst of its calls takes what its
+// bucket gained: a burst shorter than a token's time would leave the booked tokens to go back.
+func (s *Store) cool(key string) {
+	if s.cfg.BookAhead > 0 {
+		s.blk.drop(key)
 	}
 }
 

@@ -299,3 +299,44 @@ func TestBookingsBoundedByTheCache(t *testing.T) {
 		}
 	}
 }
+
+// A value is hot, and books, only when a call was refused since the token before: one refused
+// before a quiet spell, whose calls come back in a burst that takes what its bucket gained, does
+// not book with the last of those tokens (a burst shorter than a token's time would leave them
+// to go back, a give-back call each). A refusal in the new burst makes it hot again.
+func TestBookingOnlyWhileRefused(t *testing.T) {
+	booked, ref, _, clk := bookingStores(t, 200*ms)
+	op := hotparam.RemoteOp{RuleID: "burst", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
+	clk.set(0)
+	for range 10 { // the bucket emptied
+		eval(t, booked, op)
+		eval(t, ref, op)
+	}
+	clk.set(50 * ms)
+	if eval(t, booked, op)[0].Allowed { // refused: the value is hot here
+		t.Fatal("a call of the empty bucket allowed")
+	}
+	eval(t, ref, op)
+	// two seconds later the bucket is full again: a burst takes its ten tokens
+	clk.set(2 * time.Second)
+	for i := range 10 {
+		got, want := eval(t, booked, op)[0], eval(t, ref, op)[0]
+		if !got.Allowed || got != want {
+			t.Fatalf("call %d of the burst: %+v, the bucket %+v", i, got, want)
+		}
+	}
+	if st := booked.Stats(); st.Booked != 0 {
+		t.Fatalf("stats %+v: the last token of the burst booked %d, want none (no refusal since the token before)", st, st.Booked)
+	}
+	// refused in this burst, the value books with the next token
+	clk.set(2050 * ms)
+	eval(t, booked, op)
+	eval(t, ref, op)
+	clk.set(2100 * ms)
+	if !eval(t, booked, op)[0].Allowed || !eval(t, ref, op)[0].Allowed {
+		t.Fatal("the token at 2.1s refused")
+	}
+	if st := booked.Stats(); st.Booked != 2 {
+		t.Errorf("stats %+v: want 2 tokens booked after the refusal in the burst", st)
+	}
+}

@@ -403,10 +403,16 @@ func (s *Store) countCached(op *hotparam.RemoteOp, r *hotparam.RemoteResult) {
 }
 
 // remember keeps the refusals of a call that Redis answered, those that are about the stored
-// state alone: not an op after another of the same key in the call.
+// state alone: not an op after another of the same key in the call; a value it allowed cools.
 func (s *Store) remember(ops []hotparam.RemoteOp, keys []string, res []hotparam.RemoteResult, start time.Time) {
 	for i := range ops {
-		if res[i].Allowed || !cacheable(&ops[i]) {
+		if res[i].Allowed {
+			if !slices.Contains(keys[:i], keys[i]) {
+				s.cool(keys[i])
+			}
+			continue
+		}
+		if !cacheable(&ops[i]) {
 			continue
 		}
 		if slices.Contains(keys[:i], keys[i]) {
