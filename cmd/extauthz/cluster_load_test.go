@@ -43,6 +43,63 @@ func TestBinaryClusterLoadBookingAhead(t *testing.T) {
 	}
 }
 
+// A value refused before a quiet spell does not book when a burst of its calls comes back and
+// takes what its bucket gained: no call was refused since the token before, and the tokens a
+// short burst booked would only go back, in a script call each. Refused in that burst, it books
+// with its next token.
+func TestBinaryBookingAfterQuietSpell(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	rules := writeFile(t, dir, "rules.yaml", `
+param_flow:
+  - {resource: "POST:/order", param: item_id, grade: qps, count: 10, duration: 1s, cluster: true}
+`)
+	p := startReplicas(t, dir, srv.Addr(), rules, 1, "book_ahead: 200ms")[0]
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.GRPCAddr))
+	call := func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, rlRequest("POST:/order", "hot"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK
+	}
+	booked := func() float64 {
+		t.Helper()
+		_, body := p.Get(t, "/metrics")
+		return metricValue(body, `extauthz_redis_booked_tokens_total{outcome="booked"}`)
+	}
+	// burst takes the bucket's ten tokens (a token comes every 100ms: the calls take far less),
+	// and one call more, refused
+	burst := func() {
+		t.Helper()
+		admitted := 0
+		for range 11 {
+			if call() {
+				admitted++
+			}
+		}
+		if admitted < 10 || admitted > 11 {
+			t.Fatalf("a burst of 11 calls of a full bucket of 10 admitted %d", admitted)
+		}
+	}
+	burst()
+	time.Sleep(1200 * time.Millisecond) // the bucket full again
+	burst()
+	if n := booked(); n != 0 {
+		t.Errorf("%v tokens booked by the burst after the quiet spell, want none", n)
+	}
+	time.Sleep(150 * time.Millisecond) // the next token is due, the value refused since the last
+	if !call() {
+		t.Fatal("the call after the next token was due refused")
+	}
+	if n := booked(); n != 2 {
+		t.Errorf("%v tokens booked with the token after a refusal, want 2 (200ms at 10 a second)", n)
+	}
+}
+
 // The same with 16 values asked for in turn, each over its own limit: the calls of many values
 // share script calls (their lane is the whole Redis), and each value's bucket still admits
 // exactly its own allowance.
