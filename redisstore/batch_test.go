@@ -16,7 +16,7 @@ import (
 )
 
 // A batch of bucket acquisitions of one key answers each as the same calls sent one by one at
-// the same instant.
+// the same instant: calls of one to four hits, shadow calls, probes, and runs of the same call.
 func TestBatchMatchesCallsOneByOne(t *testing.T) {
 	s, _, clk := newTestStore(t)
 	c := s.client.Load().c
@@ -29,9 +29,14 @@ func TestBatchMatchesCallsOneByOne(t *testing.T) {
 		n := 1 + rng.IntN(8)
 		ops := make([]hotparam.RemoteOp, n)
 		for i := range ops {
+			if i > 0 && rng.IntN(2) == 0 { // the op before again, as a hot value's calls are
+				ops[i] = ops[i-1]
+				continue
+			}
 			ops[i] = rule
 			ops[i].Hits = 1 + rng.Int64N(4)
 			ops[i].Shadow = rng.IntN(6) == 0
+			ops[i].Probe = rng.IntN(6) == 0
 		}
 		// one by one on value "single"; after each, a probe of one hit at the same instant
 		// tells when the next token is there (a probe takes nothing)

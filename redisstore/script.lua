@@ -123,32 +123,39 @@ if n == 1 or batch then
         end
       end
       local taken, last, lbook, lretry = false, 0, 0, 0
+      -- again: this op is the one before, which was refused, so its answer is that one's (a
+      -- refusal leaves the bucket as it was): the many calls of a hot value that came while
+      -- its last tokens were being taken cost a comparison each
+      local again, allowed = false, 1
       while true do
-        local need = hits * dur
-        local allowed, retry = 1, 0
-        if need > cap then
-          allowed, retry = 0, dur * (count / rate) * 1000
-        elseif x >= need then
-          if probe == 0 then
-            x, taken = x - need, true
-            -- in a batch, an acquisition that leaves less than a token tells when the next one
-            -- is there, in its retry after (the caller keeps it as a refusal of one hit)
-            if batch and x < dur then
-              retry = ns(dur - x, rate)
-              if shadow == 0 then last, lbook, lretry = i, book, retry end
+        if not again then
+          local need, retry = hits * dur, 0
+          allowed = 1
+          if need > cap then
+            allowed, retry = 0, dur * (count / rate) * 1000
+          elseif x >= need then
+            if probe == 0 then
+              x, taken = x - need, true
+              -- in a batch, an acquisition that leaves less than a token tells when the next
+              -- one is there, in its retry after (the caller keeps it as a refusal of one hit)
+              if batch and x < dur then
+                retry = ns(dur - x, rate)
+                if shadow == 0 then last, lbook, lretry = i, book, retry end
+              end
             end
+          else
+            allowed, retry = 0, ns(need - x, rate)
           end
-        else
-          allowed, retry = 0, ns(need - x, rate)
+          local ok = 1
+          if allowed == 0 and shadow == 0 then ok = 0 end
+          one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
         end
-        local ok = 1
-        if allowed == 0 and shadow == 0 then ok = 0 end
-        one = pack('<dddddd', ok, allowed, max(floor(x / dur), 0), ns(cap - x, rate), retry, 0)
         if out then out[i] = one end
         i = i + 1
         if i > n then break end
         -- an op the same as the one before (the commonest batch: one request's op, many
         -- times; Lua's strings are interned, so the test is a pointer's) is not unpacked again
+        again = allowed == 0 and ARGV[i + 2] == ARGV[i + 1]
         if ARGV[i + 2] ~= ARGV[i + 1] then
           k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe, book = sunpack('<dddddddddddddddd', ARGV[i + 2])
           if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
