@@ -489,8 +489,8 @@ func byRun(batch []*waiter) []*waiter {
 }
 
 // batchGroup is the script call of part, ordered by byRun: each key once in KEYS, each op its
-// own argument but for a repeated one (one request's op, many times), which repeats the one
-// before.
+// own argument but for a repeated one (one request's op, many times), sent as an empty argument:
+// the op before again.
 func batchGroup(part []*waiter, now string) group {
 	g := group{args: make([]string, 0, 2+len(part))}
 	g.args = append(g.args, now, "*")
@@ -498,7 +498,7 @@ func batchGroup(part []*waiter, now string) group {
 		if i == 0 || w.key != part[i-1].key {
 			g.keys = append(g.keys, w.key)
 		} else if w.op == part[i-1].op && w.book == part[i-1].book {
-			g.args = append(g.args, g.args[len(g.args)-1])
+			g.args = append(g.args, "") // the op before again: nothing for Redis to read
 			continue
 		}
 		g.args = append(g.args, withBook(opArg(&w.op, len(g.keys), 0, false, hitsOf(w.op)), w.book))

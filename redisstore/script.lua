@@ -15,6 +15,8 @@
 --   refund record key index (1-based into KEYS; 0 for none), probe (1 or 0), book (tokens to
 --   book ahead in a batch, see the fast path; 0 elsewhere).
 --   rate/duration is count per duration in lowest terms (both divided by their gcd).
+--   In a batch, an empty argument is the op before it again (a hot value's calls: one
+--   request's op many times), which costs Redis no bytes to read.
 --
 -- A refund (a release of a Refund rule's bucket or throttle) gives back at most what the
 -- acquisition of the same lease id consumed for that value, and nothing without a lease id: an
@@ -154,10 +156,13 @@ if n == 1 or batch then
         i = i + 1
         if i > n then break end
         -- an op the same as the one before (the commonest batch: one request's op, many
-        -- times; Lua's strings are interned, so the test is a pointer's) is not unpacked again
-        again = allowed == 0 and ARGV[i + 2] == ARGV[i + 1]
-        if ARGV[i + 2] ~= ARGV[i + 1] then
-          k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe, book = sunpack('<dddddddddddddddd', ARGV[i + 2])
+        -- times), sent empty or again (Lua's strings are interned, so the test is a
+        -- pointer's), is not unpacked again
+        local a = ARGV[i + 2]
+        local same = a == '' or a == ARGV[i + 1]
+        again = allowed == 0 and same
+        if not same then
+          k, kind, count, cap, dur, rate, _, _, hits, rel, _, shadow, _, lk, probe, book = sunpack('<dddddddddddddddd', a)
           if kind ~= 1 or rel ~= 0 or lk ~= 0 or count <= 0 then
             return redis.error_reply('batch of ops that are not plain bucket acquisitions')
           end
