@@ -17,10 +17,9 @@ const ReasonShuttingDown = "shutting_down"
 var errShuttingDown = errors.New("shutting down")
 
 // drainState is when held requests must have been answered by. The zero deadline means no
-// drain. changed is closed when a later Drain replaces the state, to wake every hold.
+// drain.
 type drainState struct {
 	deadline time.Time
-	changed  chan struct{}
 }
 
 // Drain says that the service stops at deadline (on the Decider's clock): from now on, a
@@ -38,8 +37,8 @@ func (d *Decider) Drain(deadline time.Time) {
 	if !old.deadline.IsZero() && !deadline.Before(old.deadline) {
 		return
 	}
-	d.drain.Store(&drainState{deadline: deadline, changed: make(chan struct{})})
-	close(old.changed)
+	d.drain.Store(&drainState{deadline: deadline})
+	d.wake.wakeAll() // after the store: a hold woken, or waiting after it, sees the deadline
 }
 
 // hold waits w (to the HoldResolution after it), or until ctx ends (its error), or until a
@@ -55,19 +54,28 @@ func (d *Decider) hold(ctx context.Context, w time.Duration) error {
 	if d.rec != nil {
 		d.rec.QueueWait(w)
 	}
-	turn := d.wake.at(w) // shared with the calls whose turn falls in the same interval
+	// Its interval's channel first, then the deadline: a Drain stores its deadline before it
+	// closes every interval's channel, so that a hold either sees the deadline or is woken.
+	turn, n := d.wake.at(w) // shared with the calls whose turn falls in the same interval
+	done := ctx.Done()
 	for {
 		ds := d.drain.Load()
 		if !ds.deadline.IsZero() && end.After(ds.deadline) {
 			return errShuttingDown
 		}
-		select {
-		case <-turn:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ds.changed:
+		if done == nil {
+			<-turn
+		} else {
+			select {
+			case <-turn:
+			case <-done:
+				return ctx.Err()
+			}
 		}
+		if d.drain.Load() == ds {
+			return nil // its interval's end: no Drain came
+		}
+		turn = d.wake.again(n) // maybe woken by a Drain: its deadline, then the interval again
 	}
 }
 

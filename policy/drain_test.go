@@ -32,8 +32,9 @@ func TestDrain(t *testing.T) {
 	}
 	// Turns 1s and 2s are held; the drain deadline 1500ms lets the first of them through.
 	type result struct {
-		v Verdict
-		a audit.Decision
+		v    Verdict
+		a    audit.Decision
+		took time.Duration // on the real clock, which paces the holds
 	}
 	results := make(chan result, 2)
 	var wg sync.WaitGroup
@@ -43,9 +44,10 @@ func TestDrain(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			var v Verdict
+			began := time.Now()
 			d.Decide(ctx, req(), &v)
 			a := v.Audit()
-			results <- result{v, a}
+			results <- result{v, a, time.Since(began)}
 		}()
 	}
 	waitFor(t, "two requests waiting", func() bool { return d.Waiting() == 2 })
@@ -66,6 +68,10 @@ func TestDrain(t *testing.T) {
 	allowed := <-results // the turn at 1s: allowed after its wait
 	if allowed.v.Outcome != Throttled || allowed.v.Wait != time.Second {
 		t.Errorf("held before the deadline: outcome %v wait %v, want allowed after 1s", allowed.v.Outcome, allowed.v.Wait)
+	}
+	// woken by the Drain, it went on waiting for its turn
+	if allowed.took < time.Second {
+		t.Errorf("held before the deadline: answered after %v, before its turn (1s)", allowed.took)
 	}
 	wg.Wait()
 

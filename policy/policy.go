@@ -112,7 +112,7 @@ func New(opts Options) *Decider {
 		d.now = time.Now
 	}
 	d.unenforced, _ = opts.Recorder.(UnenforcedRecorder)
-	d.drain.Store(&drainState{changed: make(chan struct{})})
+	d.drain.Store(&drainState{})
 	return d
 }
 

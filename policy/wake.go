@@ -29,32 +29,79 @@ type wakeups struct {
 }
 
 // at returns a channel closed once the time is at least now+w (now read from the monotonic
-// clock, not the Decider's), at the end of the HoldResolution interval that holds it.
-func (k *wakeups) at(w time.Duration) <-chan struct{} {
+// clock, not the Decider's), at the end of the HoldResolution interval that holds it, and the
+// interval's number, for again.
+func (k *wakeups) at(w time.Duration) (<-chan struct{}, int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.batches == nil {
 		k.batches = map[int64]chan struct{}{}
 		k.epoch = time.Now()
 	}
-	since := time.Since
-	if k.since != nil {
-		since = k.since
-	}
-	now := since(k.epoch)
+	now := k.now()
 	n := int64((now + w + HoldResolution - 1) / HoldResolution) // the first interval end at or after now+w
+	return k.batch(n, now), n
+}
+
+// again returns the channel of interval n (from at) once more, after wakeAll closed the one
+// at gave: a new one while its end is ahead, else one closed already.
+func (k *wakeups) again(n int64) <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	if time.Duration(n)*HoldResolution <= now {
+		return closed
+	}
+	return k.batch(n, now)
+}
+
+// wakeAll closes the channel of every interval now (a Drain): each hold looks at the deadline in
+// force and, unless it must end, waits for its interval again.
+func (k *wakeups) wakeAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for n, ch := range k.batches {
+		close(ch)
+		delete(k.batches, n)
+	}
+}
+
+// closed is a channel closed from the start.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// now returns the time since epoch (called with mu held).
+func (k *wakeups) now() time.Duration {
+	if k.since != nil {
+		return k.since(k.epoch)
+	}
+	return time.Since(k.epoch)
+}
+
+// batch returns the channel of interval n, made with its timer if there is none (called with mu
+// held, now the time since epoch).
+func (k *wakeups) batch(n int64, now time.Duration) chan struct{} {
 	if ch, ok := k.batches[n]; ok {
 		return ch
 	}
 	ch := make(chan struct{})
 	k.batches[n] = ch
 	// One timer per interval: it runs once, closes the channel and forgets it (bounded by
-	// the longest wait over HoldResolution).
+	// the longest wait over HoldResolution), unless wakeAll did (the interval's channel is then
+	// another, or none).
 	time.AfterFunc(time.Duration(n)*HoldResolution-now, func() {
 		k.mu.Lock()
-		delete(k.batches, n)
+		mine := k.batches[n] == ch
+		if mine {
+			delete(k.batches, n)
+		}
 		k.mu.Unlock()
-		close(ch)
+		if mine {
+			close(ch)
+		}
 	})
 	return ch
 }

@@ -12,7 +12,8 @@ func TestWakeupsNeverEarly(t *testing.T) {
 	for _, w := range []time.Duration{time.Nanosecond, 300 * time.Microsecond, HoldResolution,
 		HoldResolution + 1, 2500 * time.Microsecond, 20 * time.Millisecond} {
 		began := time.Now()
-		<-k.at(w)
+		ch, _ := k.at(w)
+		<-ch
 		if took := time.Since(began); took < w {
 			t.Errorf("wait of %v: woken after %v", w, took)
 		}
@@ -25,10 +26,10 @@ func TestWakeupsNeverEarly(t *testing.T) {
 func TestWakeupsBatchByInterval(t *testing.T) {
 	now := 200 * time.Microsecond
 	k := wakeups{since: func(time.Time) time.Duration { return now }}
-	a := k.at(500 * time.Microsecond) // turn at 0.7ms: the interval ending at 1ms
+	a, _ := k.at(500 * time.Microsecond) // turn at 0.7ms: the interval ending at 1ms
 	now = 300 * time.Microsecond
-	b := k.at(700 * time.Microsecond) // turn at exactly 1ms: the same
-	c := k.at(701 * time.Microsecond) // turn just after 1ms: the next
+	b, _ := k.at(700 * time.Microsecond) // turn at exactly 1ms: the same
+	c, _ := k.at(701 * time.Microsecond) // turn just after 1ms: the next
 	if a != b {
 		t.Error("turns at 0.7ms and 1ms got different channels, want one")
 	}
