@@ -15,6 +15,9 @@
 #   ROUNDS=3 SECONDS_PER_RUN=10 bench/throttle/run.sh
 #   SERVICE_BIN=/tmp/extauthz-after BEFORE_BIN=/tmp/extauthz-before bench/throttle/run.sh   # that binary's held and free too,
 #                                                           # side by side (cases held0, free0)
+#   OPEN_LOOP=1 bench/throttle/run.sh     # and case "open": held calls sent open loop, 10,000 a
+#                                         # second as for "free" (each held until its turn, a
+#                                         # few ms), not each sent again as one is answered
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 if ! command -v h2load >/dev/null; then
@@ -47,6 +50,10 @@ if [ -n "${BEFORE_BIN:-}" ]; then
 	cases+=(held0 free0)
 	bin[held0]="$BEFORE_BIN" bin[free0]="$BEFORE_BIN"
 fi
+if [ -n "${OPEN_LOOP:-}" ]; then
+	cases+=(open)
+	bin[open]="$this"
+fi
 
 # the rules files in a directory of their own, as in a deployment: extauthz watches the
 # directory, and each write there (the servers' logs) would wake the watcher
@@ -60,9 +67,12 @@ param_flow:
   - {resource: "POST:/orders", param: user, grade: qps, count: 1000000000, duration: 1s}
 RULES
 
+# rules_of CASE: the rules file of a case (held0 and open run the held rules, free0 the free ones)
+rules_of() { case "$1" in open | held0) echo held ;; *) echo "${1%0}" ;; esac; }
+
 declare -A grpc admin pid
 for s in "${cases[@]}"; do
-	"${bin[$s]}" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/${s%0}.yaml" \
+	"${bin[$s]}" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/$(rules_of "$s").yaml" \
 		--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/$s.log" 2>&1 &
 	pid[$s]=$!
 	pids+=($!)
@@ -82,7 +92,11 @@ hz="$(getconf CLK_TCK)"
 load() {
 	local url="http://${grpc[$1]}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 	local args=(-d "$work/body" -H 'content-type: application/grpc' -H 'te: trailers' -c 4 -D "$2")
-	if [ "${1%0}" = held ]; then args+=(-m 256); else args+=(-m 16 --rps 2500); fi
+	case "$1" in
+	held | held0) args+=(-m 256) ;;
+	open) args+=(-m 256 --rps 2500) ;; # as free's rate, with room for the calls held
+	*) args+=(-m 16 --rps 2500) ;;
+	esac
 	h2load "${args[@]}" "$url"
 }
 
@@ -111,8 +125,10 @@ awk '{ cpu[$2] = cpu[$2] " " $4; v[$2, $1] = $4 }
 				ratio = ratio " " sprintf("%.2f", v["held", r] / v["held0", r])
 				add0 = add0 " " sprintf("%.1f", v["held0", r] - v["free0", r])
 			}
+			if (("open", r) in v) addo = addo " " sprintf("%.1f", v["open", r] - v["free", r])
 		}
 		print "what holding adds, us/call, by round:" add "   (target <= 15)"
+		if (addo != "") print "the same, the held calls sent open loop:" addo
 		if (ratio != "") {
 			print "the same with BEFORE_BIN:" add0
 			print "held cpu/call, this build over BEFORE_BIN, by round:" ratio
