@@ -93,17 +93,32 @@ func TestBookingAnswersAsTheBucket(t *testing.T) {
 // refused at 50ms (the value hot here) and the token at 100ms taken, which books ahead.
 func bookAt100ms(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.RemoteOp) {
 	t.Helper()
-	clk.set(0)
+	emptyAt(t, booked, ref, clk, op, 0)
+	refuseThenTake(t, booked, ref, clk, op, 50*ms)
+}
+
+// emptyAt takes the ten tokens of op's full bucket (a rule of 10 a second) at t0+at, in both
+// stores.
+func emptyAt(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.RemoteOp, at time.Duration) {
+	t.Helper()
+	clk.set(at)
 	for range 10 {
 		eval(t, booked, op)
 		eval(t, ref, op)
 	}
-	clk.set(50 * ms)
-	eval(t, booked, op)
-	eval(t, ref, op)
-	clk.set(100 * ms)
+}
+
+// refuseThenTake has a call of op's empty bucket (a rule of 10 a second) refused at t0+at in
+// both stores, the value hot here, and the token 50ms later taken, which books ahead.
+func refuseThenTake(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.RemoteOp, at time.Duration) {
+	t.Helper()
+	clk.set(at)
+	if eval(t, booked, op)[0].Allowed || eval(t, ref, op)[0].Allowed {
+		t.Fatalf("a call of the empty bucket at %v allowed", at)
+	}
+	clk.set(at + 50*ms)
 	if !eval(t, booked, op)[0].Allowed || !eval(t, ref, op)[0].Allowed {
-		t.Fatal("the token at 100ms refused")
+		t.Fatalf("the token at %v refused", at+50*ms)
 	}
 }
 
@@ -307,15 +322,9 @@ func TestBookingsBoundedByTheCache(t *testing.T) {
 func TestBookingOnlyWhileRefused(t *testing.T) {
 	booked, ref, _, clk := bookingStores(t, 200*ms)
 	op := hotparam.RemoteOp{RuleID: "burst", Value: "v", Count: 10, Duration: time.Second, Hits: 1}
-	clk.set(0)
-	for range 10 { // the bucket emptied
-		eval(t, booked, op)
-		eval(t, ref, op)
-	}
+	emptyAt(t, booked, ref, clk, op, 0)
 	clk.set(50 * ms)
-	if eval(t, booked, op)[0].Allowed { // refused: the value is hot here
-		t.Fatal("a call of the empty bucket allowed")
-	}
+	eval(t, booked, op) // refused: the value is hot here
 	eval(t, ref, op)
 	// two seconds later the bucket is full again: a burst takes its ten tokens
 	clk.set(2 * time.Second)
@@ -329,13 +338,7 @@ func TestBookingOnlyWhileRefused(t *testing.T) {
 		t.Fatalf("stats %+v: the last token of the burst booked %d, want none (no refusal since the token before)", st, st.Booked)
 	}
 	// refused in this burst, the value books with the next token
-	clk.set(2050 * ms)
-	eval(t, booked, op)
-	eval(t, ref, op)
-	clk.set(2100 * ms)
-	if !eval(t, booked, op)[0].Allowed || !eval(t, ref, op)[0].Allowed {
-		t.Fatal("the token at 2.1s refused")
-	}
+	refuseThenTake(t, booked, ref, clk, op, 2050*ms)
 	if st := booked.Stats(); st.Booked != 2 {
 		t.Errorf("stats %+v: want 2 tokens booked after the refusal in the burst", st)
 	}
