@@ -16,7 +16,8 @@ import (
 // writes the answers of a batch together.
 const HoldResolution = time.Millisecond
 
-// wakeups hands out, per interval of HoldResolution, one channel closed at the end of it.
+// wakeups hands out, per interval of HoldResolution, one channel closed at the end of it (or
+// before, by wakeAll: a Drain).
 // Its zero value is ready to use; it is safe for concurrent use.
 type wakeups struct {
 	epoch time.Time // the origin of the intervals (monotonic); set on first use
