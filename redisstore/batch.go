@@ -436,7 +436,8 @@ func (s *Store) sendBatch(ctx context.Context, c rueidis.Client, batch []*waiter
 			var next time.Duration
 			var bk bookAnswer
 			w.res, next, bk = batchResult(o[6*(i%maxBatch):])
-			if s.blk != nil {
+			// a refusal the same as the one before (a hot value's calls) keeps the same entry
+			if s.blk != nil && !(i > 0 && !w.res.Allowed && w.key == batch[i-1].key && w.op == batch[i-1].op && w.res == batch[i-1].res) {
 				s.keepRefusal(w.key, &w.op, &w.res, next, bk, start, end)
 			}
 		} else {
