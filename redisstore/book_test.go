@@ -97,6 +97,12 @@ func bookAt100ms(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.R
 	refuseThenTake(t, booked, ref, clk, op, 50*ms)
 }
 
+// probeOf returns op as a probe: it takes nothing and tells what the bucket holds.
+func probeOf(op hotparam.RemoteOp) hotparam.RemoteOp {
+	op.Probe = true
+	return op
+}
+
 // emptyAt takes the ten tokens of op's full bucket (a rule of 10 a second) at t0+at, in both
 // stores.
 func emptyAt(t *testing.T, booked, ref *Store, clk *fakeClock, op hotparam.RemoteOp, at time.Duration) {
@@ -134,15 +140,8 @@ func TestBookingEndsOnItsOwn(t *testing.T) {
 	// no call after it: once the booking is over (300ms on the store's clock), its timer gives
 	// both back
 	clk.set(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for booked.Stats().BookBack != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: the two tokens not given back", booked.Stats())
-		}
-		time.Sleep(10 * ms)
-	}
-	probe := op
-	probe.Probe = true
+	waitFor(t, "the two tokens given back", func() bool { return booked.Stats().BookBack == 2 })
+	probe := probeOf(op)
 	if got, want := eval(t, booked, probe)[0], eval(t, ref, probe)[0]; got != want || got.Remaining != 9 {
 		t.Errorf("a second on: booked bucket %+v, the bucket %+v: want the same, 9 tokens", got, want)
 	}
@@ -252,8 +251,7 @@ func TestBookingKeepsDueTokens(t *testing.T) {
 		t.Fatalf("the token at 100ms: stats %+v, want 3 tokens booked (due at 200, 300 and 400ms)", booked.Stats())
 	}
 	calls := booked.Stats().Calls
-	probe := op
-	probe.Probe = true
+	probe := probeOf(op)
 	both(450*ms, op)    // the first booked token, with two more there
 	both(850*ms, op)    // after the booking's end (500ms): the second, and the bucket's own since
 	both(870*ms, probe) // the third is there
@@ -286,8 +284,7 @@ func TestBookingGivenBackOnClose(t *testing.T) {
 	direct := openStore(t, Config{Addrs: booked.cfg.Addrs, Timeout: time.Second, BlockedCache: -1})
 	direct.clock = clk.get
 	clk.set(300 * ms)
-	probe := op
-	probe.Probe = true
+	probe := probeOf(op)
 	if got, want := eval(t, direct, probe)[0], eval(t, ref, probe)[0]; got != want || got.Remaining != 2 {
 		t.Errorf("after Close: the booked bucket %+v, the bucket %+v: want the same, 2 tokens", got, want)
 	}
