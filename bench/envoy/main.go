@@ -34,8 +34,9 @@ func main() {
 		fs := flag.NewFlagSet("noop", flag.ExitOnError)
 		addr := fs.String("addr", "127.0.0.1:0", "address to serve on")
 		like := fs.String("like", "", "extauthz's address: answer every call with the answer it gave the first (the mirror)")
+		pace := fs.Int("pace", 0, "answer ShouldRateLimit at most this many calls a second, each held until its turn (the paced no-op: a throttle and nothing else); 0: at once")
 		_ = fs.Parse(args)
-		err = serveNoop(*addr, *like)
+		err = serveNoop(*addr, *like, *pace)
 	default:
 		err = fmt.Errorf("unknown command %q: want run, bootstrap or noop", cmd)
 	}

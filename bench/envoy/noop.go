@@ -103,17 +103,22 @@ func serverOptions() []grpc.ServerOption {
 
 // serveNoop serves the no-op (and gRPC health, which Envoy's cluster checks) on addr until
 // SIGTERM or SIGINT; it prints the address it listens on first. With like (extauthz's
-// address) it serves the mirror instead.
-func serveNoop(addr, like string) error {
+// address) it serves the mirror instead; with pace > 0, the paced no-op, pace ShouldRateLimit
+// calls a second.
+func serveNoop(addr, like string, pace int) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	g := grpc.NewServer(serverOptions()...)
-	if like == "" {
+	switch {
+	case pace > 0:
+		authv3.RegisterAuthorizationServer(g, noop{})
+		rlsv3.RegisterRateLimitServiceServer(g, newPaced(pace))
+	case like == "":
 		authv3.RegisterAuthorizationServer(g, noop{})
 		rlsv3.RegisterRateLimitServiceServer(g, noop{})
-	} else {
+	default:
 		cc, err := grpc.NewClient(like, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err

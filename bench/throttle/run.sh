@@ -18,6 +18,13 @@
 #   OPEN_LOOP=1 bench/throttle/run.sh     # and case "open": held calls sent open loop, 10,000 a
 #                                         # second as for "free" (each held until its turn, a
 #                                         # few ms), not each sent again as one is answered
+#
+# Beside them run the floor, bench/envoy's no-op gRPC server (extauthz's server options): "nheld"
+# paced at 10,000 calls a second, each held until its turn and answered with the others of its
+# millisecond, one timer a millisecond, as extauthz answers held calls (and "nopen" with
+# OPEN_LOOP), under the load of "held" ("open"), and "nfree" answering at once under free's, with
+# the collector's target extauthz sets for a small state (GOGC 400). What holding adds to the
+# no-op is what it costs a service on grpc-go that does nothing else.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 if ! command -v h2load >/dev/null; then
@@ -38,20 +45,20 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-(cd "$root" && go run ./bench/throttle >"$work/body")
+(cd "$root" && go run ./bench/throttle >"$work/body" && go build -o "$work/envoybench" ./bench/envoy)
 this="${SERVICE_BIN:-}" # a binary already built, or this tree's
 if [ -z "$this" ]; then
 	this="$work/extauthz"
 	(cd "$root" && go build -o "$this" ./cmd/extauthz)
 fi
-cases=(held free)
+cases=(held free nheld nfree)
 declare -A bin=([held]="$this" [free]="$this")
 if [ -n "${BEFORE_BIN:-}" ]; then
 	cases+=(held0 free0)
 	bin[held0]="$BEFORE_BIN" bin[free0]="$BEFORE_BIN"
 fi
 if [ -n "${OPEN_LOOP:-}" ]; then
-	cases+=(open)
+	cases+=(open nopen)
 	bin[open]="$this"
 fi
 
@@ -70,14 +77,32 @@ RULES
 # rules_of CASE: the rules file of a case (held0 and open run the held rules, free0 the free ones)
 rules_of() { case "$1" in open | held0) echo held ;; *) echo "${1%0}" ;; esac; }
 
+# noop CASE: whether the case runs the no-op (its name starts with n)
+noop() { [ "${1#n}" != "$1" ]; }
+
 declare -A grpc admin pid
 for s in "${cases[@]}"; do
+	if noop "$s"; then
+		pace=()
+		[ "$s" != nfree ] && pace=(-pace 10000)
+		# with the collector's target extauthz sets for a state this small (memory_limit's
+		# largest, GOGC 400), where Go's default would collect four times as often
+		GOGC=400 "$work/envoybench" noop -addr 127.0.0.1:0 "${pace[@]}" >"$work/$s.log" 2>&1 &
+		pid[$s]=$!
+		pids+=($!)
+		continue
+	fi
 	"${bin[$s]}" serve --config "$root/envoy-config/extauthz.yaml" --rules "$work/rules/$(rules_of "$s").yaml" \
 		--grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --log-format json >"$work/$s.log" 2>&1 &
 	pid[$s]=$!
 	pids+=($!)
 done
 for s in "${cases[@]}"; do
+	if noop "$s"; then # it prints its address first
+		for _ in $(seq 300); do [ -s "$work/$s.log" ] && break; sleep 0.1; done
+		grpc[$s]="$(head -1 "$work/$s.log")"
+		continue
+	fi
 	for _ in $(seq 300); do grep -q '"serving"' "$work/$s.log" && break; sleep 0.1; done
 	line="$(grep '"serving"' "$work/$s.log")" || { echo "extauthz ($s) did not start:" >&2; cat "$work/$s.log" >&2; exit 1; }
 	grpc[$s]="$(sed -n 's/.*"grpc_addr":"\([^"]*\)".*/\1/p' <<<"$line")"
@@ -93,15 +118,15 @@ load() {
 	local url="http://${grpc[$1]}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 	local args=(-d "$work/body" -H 'content-type: application/grpc' -H 'te: trailers' -c 4 -D "$2")
 	case "$1" in
-	held | held0) args+=(-m 256) ;;
-	open) args+=(-m 256 --rps 2500) ;; # as free's rate, with room for the calls held
+	held | held0 | nheld) args+=(-m 256) ;;
+	open | nopen) args+=(-m 256 --rps 2500) ;; # as free's rate, with room for the calls held
 	*) args+=(-m 16 --rps 2500) ;;
 	esac
 	h2load "${args[@]}" "$url"
 }
 
 echo "# $(uptime)"
-printf '%-6s %-5s %10s %14s\n' round case "calls/s" "cpu-us/call"
+printf '%-6s %-6s %10s %14s\n' round case "calls/s" "cpu-us/call"
 n=${#cases[@]}
 for r in $(seq "$rounds"); do
 	for i in $(seq 0 $((n - 1))); do
@@ -113,7 +138,7 @@ for r in $(seq "$rounds"); do
 		c1="$(cpu_ticks "${pid[$s]}")"
 		calls="$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' <<<"$out")"
 		awk -v r="$r" -v s="$s" -v n="$calls" -v sec="$seconds" -v c="$((c1 - c0))" -v hz="$hz" \
-			'BEGIN { printf "%-6s %-5s %10.0f %14.1f\n", r, s, n / sec, c * 1e6 / hz / n }' | tee -a "$work/results"
+			'BEGIN { printf "%-6s %-6s %10.0f %14.1f\n", r, s, n / sec, c * 1e6 / hz / n }' | tee -a "$work/results"
 	done
 done
 awk '{ cpu[$2] = cpu[$2] " " $4; v[$2, $1] = $4 }
@@ -126,9 +151,23 @@ awk '{ cpu[$2] = cpu[$2] " " $4; v[$2, $1] = $4 }
 				add0 = add0 " " sprintf("%.1f", v["held0", r] - v["free0", r])
 			}
 			if (("open", r) in v) addo = addo " " sprintf("%.1f", v["open", r] - v["free", r])
+			n = v["nheld", r] - v["nfree", r]
+			addn = addn " " sprintf("%.1f", n)
+			over = over " " sprintf("%.1f", v["held", r] - v["free", r] - n)
+			if (("nopen", r) in v) {
+				n = v["nopen", r] - v["nfree", r]
+				addno = addno " " sprintf("%.1f", n)
+				overo = overo " " sprintf("%.1f", v["open", r] - v["free", r] - n)
+			}
 		}
 		print "what holding adds, us/call, by round:" add "   (target <= 15)"
-		if (addo != "") print "the same, the held calls sent open loop:" addo
+		print "what holding adds to the no-op (the floor):" addn
+		print "extauthz'"'"'s over the floor'"'"'s:" over
+		if (addo != "") {
+			print "the same, the held calls sent open loop:" addo
+			print "to the no-op, open loop:" addno
+			print "extauthz'"'"'s over the floor'"'"'s, open loop:" overo
+		}
 		if (ratio != "") {
 			print "the same with BEFORE_BIN:" add0
 			print "held cpu/call, this build over BEFORE_BIN, by round:" ratio
@@ -136,6 +175,7 @@ awk '{ cpu[$2] = cpu[$2] " " $4; v[$2, $1] = $4 }
 	}' "$work/results"
 # Every call decided, none failed: the service's own count of outcomes.
 for s in "${cases[@]}"; do
+	noop "$s" && continue
 	echo "$s: $(curl -s "http://${admin[$s]}/metrics" | grep '^extauthz_decisions_total' | tr '\n' ' ')"
 done
 echo "# $(uptime)"
