@@ -26,6 +26,7 @@ type Document struct {
 // version, when above the version in force, is the new set's version, so that replicas reading
 // one source (an etcd revision) agree on it; otherwise the set gets the next version.
 func (s *Store) LoadDocuments(docs []Document, version uint64) error {
+	defer s.release(s.cur.Load(), heapAllocated())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := documentsSum(docs)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -419,10 +418,6 @@ func (s *service) onLoad(e rulestore.Event) {
 		}
 		s.warnRules(e)
 		s.metrics.SetResources(resources(e.Set))
-		// A load's garbage (the file, its parse, the set replaced) is many times the set it
-		// leaves: collect it and give its pages back now, once a load, rather than carry them
-		// in the resident size until the collector and the scavenger get to them.
-		debug.FreeOSMemory()
 		return
 	}
 	s.log.Error("rules rejected; the rules in force stay", zap.String("file", e.File),
