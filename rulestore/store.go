@@ -120,8 +120,8 @@ func heapAllocated() uint64 {
 // of garbage stay past the live heap, and the runtime keeps the pages it frees while the heap
 // is under its goal, so a process would stay resident by up to that much more than the rules in
 // force take until traffic moved the collector. Only a load that may leave more garbage than
-// releaseAfter pays for the collections: one that allocated that much, or dropped as many
-// rules' worth (at 1 KB a rule); a first load of fewer than about 6,000 rules or a reload
+// releaseAfter pays for the collections: one during which the heap allocated that much (the
+// load, and the calls served meanwhile), or that dropped as many rules' worth (at 1 KB a rule); a first load of fewer than about 6,000 rules or a reload
 // changing a few thousand of 50,000 collects nothing. A load that applied nothing (rejected,
 // or the content in force again) collects nothing.
 func (s *Store) release(was *Set, from uint64) {
