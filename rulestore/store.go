@@ -112,18 +112,19 @@ func heapAllocated() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// release collects the garbage of a load that applied a set and returns the heap's free pages
-// to the system (debug.FreeOSMemory), once the load is done and the Store's lock let go; was
-// is the set in force when the load began, from its heapAllocated. A load's garbage, the file,
-// its conversion and parse, is many times the set it leaves (about 5 KB a rule of YAML on a
-// first load), and the set it replaces is garbage too; the collector lets up to its allowance
-// of garbage stay past the live heap, and the runtime keeps the pages it frees while the heap
-// is under its goal, so a process would stay resident by up to that much more than the rules in
+// release collects the garbage of a load that applied a set and returns the heap's free pages to
+// the system (debug.FreeOSMemory), once the load is done and the Store's lock let go; was is the
+// set in force when the load began, from its heapAllocated. A load's garbage, the file, its
+// conversion and parse, is many times the set it leaves (about 5 KB a rule of YAML on a first
+// load), and the set it replaces is garbage too; the collector lets up to its allowance of
+// garbage stay past the live heap, and the runtime keeps the pages it frees while the heap is
+// under its goal, so a process would stay resident by up to that much more than the rules in
 // force take until traffic moved the collector. Only a load that may leave more garbage than
 // releaseAfter pays for the collections: one during which the heap allocated that much (the
-// load, and the calls served meanwhile), or that dropped as many rules' worth (at 1 KB a rule); a first load of fewer than about 6,000 rules or a reload
-// changing a few thousand of 50,000 collects nothing. A load that applied nothing (rejected,
-// or the content in force again) collects nothing.
+// load, and the calls served meanwhile), or that dropped as many rules' worth (at 1 KB a rule);
+// a first load of fewer than about 6,000 rules or a reload changing a few thousand of 50,000
+// collects nothing. A load that applied nothing (rejected, or the content in force again)
+// collects nothing.
 func (s *Store) release(was *Set, from uint64) {
 	now := s.cur.Load()
 	if now == was {
