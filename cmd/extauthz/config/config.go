@@ -59,7 +59,11 @@ type Config struct {
 	// limit the collector runs more often still. Without a limit (none found, no setting) the
 	// target follows the live heap too, with 32MiB of garbage, never below Go's default: GOGC
 	// 400 for a live heap of up to 8MiB, 100 from 32MiB on, at most 24MiB more heap than Go's
-	// default holds. `off` keeps Go's defaults: no limit and GOGC 100.
+	// default holds. Whatever the setting, a rules load during which the heap allocated 32MiB
+	// or more (a first load of about 6,000 rules and up), or that dropped as many rules' worth,
+	// collects its garbage and returns the pages once it is done, so that an idle replica's
+	// resident size follows the rules in force. `off` keeps Go's defaults: no limit and GOGC
+	// 100.
 	MemoryLimit string `json:"memory_limit"`
 	// Mapping turns Envoy's requests into resources, origins and params; its keys (authz,
 	// ratelimit) sit at the top level.
