@@ -130,8 +130,8 @@ func (s *Store) release(was *Set, from uint64) {
 	if now == was {
 		return
 	}
-	dropped := ruleCount(was) - ruleCount(now)
-	if heapAllocated()-from < releaseAfter && (dropped <= 0 || uint64(dropped) < releaseAfter>>10) {
+	dropped := ruleCount(was) - ruleCount(now) // negative when the set grew
+	if heapAllocated()-from < releaseAfter && dropped < int(releaseAfter>>10) {
 		return
 	}
 	runtime.GC() // what the load left in sync.Pools (a JSON encoder's buffer the size of the file) survives one collection
